@@ -1,0 +1,135 @@
+//! Command-line types (clap) and nothing else.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::progress::ProgressMode;
+use crate::report::{Format, ReportKind};
+
+#[derive(Debug, Parser)]
+#[command(name = "gpuledger", version, about = "GPU cost accounting and chargeback for shared Kubernetes GPU clusters", long_about = None)]
+pub struct Cli {
+    /// Config file (TOML). A missing default file means built-in defaults.
+    #[arg(long, global = true, env = "GPULEDGER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Lake directory; overrides `lake.path`.
+    #[arg(long, global = true, env = "GPULEDGER_LAKE")]
+    pub lake: Option<PathBuf>,
+    /// Folder of `*.sql` files that replace built-in rollup queries of the same name.
+    #[arg(long, global = true)]
+    pub queries: Option<PathBuf>,
+    /// DataFusion memory pool, e.g. 512M or 2G (0 = unbounded); overrides `engine.memory_limit`.
+    #[arg(long, global = true)]
+    pub memory_limit: Option<String>,
+    /// Progress bar on a terminal, log lines otherwise.
+    #[arg(long, global = true, value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+    /// More log output (-v, -vv); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Simulate a month of a 64-GPU cluster into DIR and run every report on it.
+    Demo(DemoArgs),
+    /// Simulate a shared GPU cluster: lake, ground-truth ledger, optional OpenMetrics.
+    Simulate(SimulateArgs),
+    /// Run one report over a window.
+    Report(ReportArgs),
+    /// Run read-only SQL on the lake.
+    Query(QueryArgs),
+    /// List the lake's tables and columns.
+    Tables,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Output folder: DIR/lake, DIR/ledger.json, DIR/reports/<month>/.
+    #[arg(long, default_value = "demo")]
+    pub out: PathBuf,
+    /// Month to simulate (YYYY-MM); default: the last full month.
+    #[arg(long)]
+    pub month: Option<String>,
+    #[arg(long, default_value_t = 64)]
+    pub gpus: usize,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Output folder: DIR/lake and DIR/ledger.json.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// GPUs in the pool (rounded up to nodes of 8).
+    #[arg(long, default_value_t = 64)]
+    pub gpus: usize,
+    /// Days in the window.
+    #[arg(long, default_value_t = 30)]
+    pub days: u32,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// First day of the window (YYYY-MM-DD, UTC); default: the first of last month.
+    #[arg(long)]
+    pub start: Option<String>,
+    /// Sample step in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub step: u32,
+    /// Days simulated before the window so it opens on a busy cluster.
+    #[arg(long, default_value_t = 3)]
+    pub warmup_days: u32,
+    /// Also write the history as DCGM exporter + kube-state-metrics OpenMetrics text.
+    #[arg(long)]
+    pub openmetrics: Option<PathBuf>,
+    /// Drive the workload from a real trace (the Alibaba GPU v2025 DLRM folder or file).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct WindowArgs {
+    /// Calendar month YYYY-MM, or `last`.
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub month: Option<String>,
+    /// Window start: RFC 3339 or YYYY-MM-DD (UTC).
+    #[arg(long, requires = "to")]
+    pub from: Option<String>,
+    /// Window end (exclusive).
+    #[arg(long, requires = "from")]
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[arg(value_enum)]
+    pub kind: ReportKind,
+    #[command(flatten)]
+    pub window: WindowArgs,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write to this file instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The SQL statement (read-only).
+    #[arg(conflicts_with = "file")]
+    pub sql: Option<String>,
+    /// Read the SQL from a file.
+    #[arg(short, long)]
+    pub file: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write to this file instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}

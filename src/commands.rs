@@ -1,0 +1,343 @@
+//! Command handlers: the edge where library errors become `anyhow` errors with context.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use chrono::{Datelike, NaiveDate, Utc};
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Cli, Command, DemoArgs, QueryArgs, ReportArgs, SimulateArgs, WindowArgs};
+use crate::config::Config;
+use crate::engine::{parse_memory_limit, run_query, SessionBuilder};
+use crate::lake::{Lake, Table};
+use crate::progress::{Progress, ProgressMode};
+use crate::queries::Queries;
+use crate::report::{self, chargeback, Format, Report, ReportKind};
+use crate::simulate::lake_out::LakeOutput;
+use crate::simulate::{openmetrics, trace, SimParams, Simulation};
+use crate::timewin::{parse_time, Window};
+
+pub fn init_logging(cli: &Cli) {
+    let default = if cli.quiet {
+        "error"
+    } else {
+        match cli.verbose {
+            0 => "gpuledger=info",
+            1 => "gpuledger=debug",
+            _ => "debug",
+        }
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// Settings shared by every command, resolved once: defaults < file < environment < flags.
+struct Context_ {
+    config: Config,
+    lake: Lake,
+    queries: Queries,
+    session: SessionBuilder,
+    progress: ProgressMode,
+}
+
+fn resolve(cli: &Cli) -> Result<Context_> {
+    let (path, required) = match &cli.config {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from("gpuledger.toml"), false),
+    };
+    let mut config = Config::load(&path, required)?;
+    if let Some(lake) = &cli.lake {
+        config.lake.path = lake.clone();
+    }
+    if let Some(m) = &cli.memory_limit {
+        parse_memory_limit(m).map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
+        config.engine.memory_limit = m.clone();
+    }
+    let queries_dir = cli.queries.clone().or_else(|| config.queries.dir.clone());
+    if let Some(dir) = &queries_dir {
+        if !dir.is_dir() {
+            bail!("queries folder {} does not exist", dir.display());
+        }
+    }
+    Ok(Context_ {
+        lake: Lake::new(config.lake.path.clone()),
+        queries: Queries::new(queries_dir.as_deref()),
+        session: SessionBuilder::from_config(&config),
+        progress: cli.progress,
+        config,
+    })
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    let ctx = resolve(&cli)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    match cli.command {
+        Command::Demo(args) => runtime.block_on(demo(&ctx, args)),
+        Command::Simulate(args) => simulate(&ctx, &args).map(|_| ()),
+        Command::Report(args) => runtime.block_on(report_cmd(&ctx, args)),
+        Command::Query(args) => runtime.block_on(query(&ctx, args)),
+        Command::Tables => tables(),
+    }
+}
+
+fn last_month_start() -> NaiveDate {
+    let now = Utc::now().date_naive();
+    let this = NaiveDate::from_ymd_opt(now.year(), now.month(), 1).expect("valid");
+    let prev = this.pred_opt().expect("valid");
+    NaiveDate::from_ymd_opt(prev.year(), prev.month(), 1).expect("valid")
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            total += if p.is_dir() { dir_bytes(&p) } else { e.metadata().map(|m| m.len()).unwrap_or(0) };
+        }
+    }
+    total
+}
+
+/// Simulates into `args.out`; returns the simulation's window.
+fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
+    let start = match &args.start {
+        Some(s) => NaiveDate::parse_from_str(s, "%Y-%m-%d").with_context(|| format!("--start: expected YYYY-MM-DD, got {s:?}"))?,
+        None => last_month_start(),
+    };
+    let params = SimParams {
+        gpus: args.gpus,
+        days: args.days,
+        seed: args.seed,
+        step_s: args.step,
+        start,
+        warmup_days: args.warmup_days,
+        target_util: 0.85,
+    };
+    let t0 = Instant::now();
+    let sim = match &args.trace {
+        Some(path) => {
+            params.validate()?;
+            trace::simulate_trace(path, params.clone())?
+        }
+        None => Simulation::run(params.clone())?,
+    };
+    tracing::info!(
+        "simulated {} pods on {} GPUs ({} nodes) over {} days in {:.1}s",
+        sim.schedule.pods.len(),
+        sim.cluster.gpu_count(),
+        sim.cluster.nodes.len(),
+        args.days,
+        t0.elapsed().as_secs_f64()
+    );
+
+    let lake = Lake::new(args.out.join("lake"));
+    let removed = lake.clean_orphans().context("cleaning temp files left in the lake")?;
+    if removed > 0 {
+        tracing::warn!("removed {removed} temp files left by an interrupted writer");
+    }
+    let model = sim.signals();
+    let writer = LakeOutput {
+        lake: &lake,
+        cluster: &sim.cluster,
+        namespaces: &sim.namespaces,
+        schedule: &sim.schedule,
+        model: &model,
+        window: params.window_ms(),
+    };
+    let t1 = Instant::now();
+    let progress = Progress::new(ctx.progress, "lake days", args.days as u64);
+    let stats = writer.write_all(2, &progress).context("writing the simulated lake")?;
+    progress.finish();
+    tracing::info!(
+        "wrote {} GPU rows, {} pod rows, {} pending rows in {} files ({:.1} MiB) under {} in {:.1}s",
+        stats.gpu_rows,
+        stats.pod_rows,
+        stats.pending_rows,
+        stats.files,
+        dir_bytes(lake.root()) as f64 / 1048576.0,
+        lake.root().display(),
+        t1.elapsed().as_secs_f64()
+    );
+
+    let ledger = sim.ledger();
+    let ledger_path = args.out.join("ledger.json");
+    let text = serde_json::to_string_pretty(&ledger).context("serialising the ledger")? + "\n";
+    report::write_atomic(&ledger_path, text.as_bytes())?;
+    tracing::info!("ground-truth ledger: {}", ledger_path.display());
+
+    if let Some(path) = &args.openmetrics {
+        let t2 = Instant::now();
+        let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+        let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        let samples = openmetrics::write(&sim, &mut out).with_context(|| format!("writing {}", tmp.display()))?;
+        out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).with_context(|| format!("flushing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("publishing {}", path.display()))?;
+        tracing::info!("wrote {samples} OpenMetrics samples to {} in {:.1}s", path.display(), t2.elapsed().as_secs_f64());
+    }
+    let (s, e) = params.window();
+    Ok(Window::new(s, e)?)
+}
+
+async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
+    let t0 = Instant::now();
+    let window = match &args.month {
+        Some(m) => Window::month(m, Utc::now())?,
+        None => Window::month("last", Utc::now())?,
+    };
+    let sim_args = SimulateArgs {
+        out: args.out.clone(),
+        gpus: args.gpus,
+        days: (window.seconds() / 86_400) as u32,
+        seed: args.seed,
+        start: Some(window.start.format("%Y-%m-%d").to_string()),
+        step: 30,
+        warmup_days: 3,
+        openmetrics: None,
+        trace: None,
+    };
+    simulate(ctx, &sim_args)?;
+    let lake = Lake::new(args.out.join("lake"));
+    let dir = args.out.join("reports").join(window.label());
+    let mut chargeback_table = String::new();
+    for kind in ReportKind::ALL {
+        let report = build_report(ctx, &lake, kind, &window).await?;
+        write_all_formats(&report, &dir)?;
+        if kind == ReportKind::Chargeback {
+            chargeback_table = String::from_utf8(report.render(Format::Table)?).expect("utf-8");
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(chargeback_table.as_bytes())?;
+    stdout.flush()?;
+    tracing::info!("reports in {}; demo took {:.1}s", dir.display(), t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn write_all_formats(report: &Report, dir: &Path) -> Result<()> {
+    for format in std::iter::once(Format::Table).chain(Format::FILES) {
+        let path = dir.join(format!("{}.{}", report.name, format.extension()));
+        report::write_atomic(&path, &report.render(format)?)?;
+    }
+    Ok(())
+}
+
+async fn build_report(ctx: &Context_, lake: &Lake, kind: ReportKind, window: &Window) -> Result<Report> {
+    let session = ctx.session.build(lake, &ctx.config).await?;
+    match kind {
+        ReportKind::Chargeback => {
+            let cb = chargeback::compute(&session, &ctx.queries, window).await?;
+            if !cb.gpu_us_conserved() || !cb.energy_conserved() {
+                tracing::error!("chargeback does not conserve the cluster total; see the conservation line");
+            }
+            Ok(cb.to_report(&ctx.config))
+        }
+    }
+}
+
+fn window_of(args: &WindowArgs) -> Result<Window> {
+    Ok(match (&args.month, &args.from, &args.to) {
+        (Some(m), _, _) => Window::month(m, Utc::now())?,
+        (None, Some(f), Some(t)) => Window::new(parse_time("--from", f)?, parse_time("--to", t)?)?,
+        _ => Window::month("last", Utc::now())?,
+    })
+}
+
+fn emit(bytes: &[u8], format: Format, output: Option<&Path>) -> Result<()> {
+    match output {
+        Some(path) => report::write_atomic(path, bytes)?,
+        None => {
+            if format == Format::Parquet && std::io::stdout().is_terminal() {
+                bail!("refusing to write Parquet to a terminal: use -o FILE");
+            }
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes)?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
+    let window = window_of(&args.window)?;
+    let report = build_report(ctx, &ctx.lake, args.kind, &window).await?;
+    emit(&report.render(args.format)?, args.format, args.output.as_deref())
+}
+
+async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {
+    let sql = match (&args.sql, &args.file) {
+        (Some(s), _) => s.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, None) => bail!("give the SQL as an argument or with -f FILE"),
+    };
+    let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
+    let batches = run_query(&session, "ad hoc query", &sql, vec![]).await?;
+    let bytes = render_batches(&batches, args.format)?;
+    emit(&bytes, args.format, args.output.as_deref())
+}
+
+/// Renders arbitrary query results with arrow's own writers.
+fn render_batches(batches: &[arrow::array::RecordBatch], format: Format) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    match format {
+        Format::Table => {
+            buf = format!("{}\n", arrow::util::pretty::pretty_format_batches(batches)?).into_bytes();
+        }
+        Format::Md => {
+            let text = arrow::util::pretty::pretty_format_batches(batches)?.to_string();
+            let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('+')).collect();
+            for (i, l) in lines.iter().enumerate() {
+                buf.extend_from_slice(l.as_bytes());
+                buf.push(b'\n');
+                if i == 0 {
+                    let cols = l.matches('|').count().saturating_sub(1);
+                    buf.extend_from_slice(format!("|{}\n", "---|".repeat(cols)).as_bytes());
+                }
+            }
+        }
+        Format::Csv => {
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(&mut buf);
+            for b in batches {
+                w.write(b)?;
+            }
+        }
+        Format::Json => {
+            let mut w = arrow::json::ArrayWriter::new(&mut buf);
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+            buf.push(b'\n');
+        }
+        Format::Parquet => {
+            let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| std::sync::Arc::new(arrow::datatypes::Schema::empty()));
+            let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None)?;
+            for b in batches {
+                w.write(b)?;
+            }
+            w.close()?;
+        }
+    }
+    Ok(buf)
+}
+
+fn tables() -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    for table in Table::ALL {
+        writeln!(out, "{}  -- {}", table.name(), table.description())?;
+        for f in table.schema().fields() {
+            writeln!(out, "  {:<20} {}{}", f.name(), f.data_type(), if f.is_nullable() { "" } else { " NOT NULL" })?;
+        }
+        writeln!(out, "  {:<20} Utf8 NOT NULL (partition, YYYY-MM-DD)", "date")?;
+        writeln!(out)?;
+    }
+    writeln!(out, "config tables: gpu_prices(model, price_per_hour, effective_from, effective_to), power_prices(price_per_kwh, pue, effective_from, effective_to), teams(namespace, team)")?;
+    Ok(())
+}

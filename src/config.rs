@@ -1,0 +1,224 @@
+//! `gpuledger.toml`: loaded once, validated with errors that name the key, then passed on as
+//! typed values (parse, then trust).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading config {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("parsing config {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("config {path}: key `{key}`: {message}")]
+    Invalid { path: String, key: String, message: String },
+}
+
+pub type Result<T, E = ConfigError> = std::result::Result<T, E>;
+
+/// Which cost `total_cost` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CostBasis {
+    #[default]
+    Cloud,
+    Power,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub lake: LakeConfig,
+    pub prometheus: PrometheusConfig,
+    pub pricing: PricingConfig,
+    pub engine: EngineConfig,
+    pub queries: QueriesConfig,
+    /// namespace -> team (cost centre)
+    pub teams: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LakeConfig {
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrometheusConfig {
+    pub url: String,
+    pub step_secs: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PricingConfig {
+    pub currency: String,
+    pub basis: CostBasis,
+    pub power: PowerPricing,
+    pub gpu: Vec<GpuPrice>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PowerPricing {
+    pub price_per_kwh: f64,
+    pub pue: f64,
+    pub effective_from: NaiveDate,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuPrice {
+    /// DCGM `modelName`, e.g. "NVIDIA H100 80GB HBM3".
+    pub model: String,
+    pub price_per_hour: f64,
+    #[serde(default = "epoch_date")]
+    pub effective_from: NaiveDate,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// DataFusion memory pool, e.g. "1G", "512M"; "0" for unbounded.
+    pub memory_limit: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueriesConfig {
+    /// A folder whose `*.sql` files replace the built-in rollup queries of the same name.
+    pub dir: Option<PathBuf>,
+}
+
+fn epoch_date() -> NaiveDate {
+    NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date")
+}
+
+impl Default for LakeConfig {
+    fn default() -> Self {
+        LakeConfig { path: PathBuf::from("lake") }
+    }
+}
+
+impl Default for PrometheusConfig {
+    fn default() -> Self {
+        PrometheusConfig { url: "http://127.0.0.1:9090".into(), step_secs: 30 }
+    }
+}
+
+impl Default for PowerPricing {
+    fn default() -> Self {
+        PowerPricing { price_per_kwh: 0.12, pue: 1.3, effective_from: epoch_date() }
+    }
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { memory_limit: "1G".into() }
+    }
+}
+
+impl Default for PricingConfig {
+    fn default() -> Self {
+        PricingConfig {
+            currency: "USD".into(),
+            basis: CostBasis::Cloud,
+            power: PowerPricing::default(),
+            gpu: default_gpu_prices(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            lake: LakeConfig::default(),
+            prometheus: PrometheusConfig::default(),
+            pricing: PricingConfig::default(),
+            engine: EngineConfig::default(),
+            queries: QueriesConfig::default(),
+            teams: BTreeMap::new(),
+        }
+    }
+}
+
+/// Flat on-demand list prices per GPU-hour used when the config names none (and by the demo).
+pub fn default_gpu_prices() -> Vec<GpuPrice> {
+    [
+        ("NVIDIA H100 80GB HBM3", 6.88),
+        ("NVIDIA A100-SXM4-80GB", 3.67),
+        ("NVIDIA L4", 0.80),
+    ]
+    .into_iter()
+    .map(|(model, price)| GpuPrice { model: model.into(), price_per_hour: price, effective_from: epoch_date() })
+    .collect()
+}
+
+impl Config {
+    /// Loads `path`; a missing file is an error only when `required` (an explicit `--config`).
+    pub fn load(path: &Path, required: bool) -> Result<Config> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }),
+        }
+    }
+
+    /// Parses and validates TOML text; `origin` names the source in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_string(),
+            message: e.to_string().trim().replace('\n', " "),
+        })?;
+        config.validate(origin)?;
+        Ok(config)
+    }
+
+    fn validate(&self, origin: &str) -> Result<()> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        if self.prometheus.step_secs == 0 || self.prometheus.step_secs > 3600 {
+            return Err(invalid("prometheus.step_secs", format!("must be 1..=3600, got {}", self.prometheus.step_secs)));
+        }
+        if !(self.prometheus.url.starts_with("http://") || self.prometheus.url.starts_with("https://")) {
+            return Err(invalid("prometheus.url", format!("must start with http:// or https://, got {:?}", self.prometheus.url)));
+        }
+        let p = &self.pricing.power;
+        if !(p.price_per_kwh.is_finite() && p.price_per_kwh >= 0.0) {
+            return Err(invalid("pricing.power.price_per_kwh", format!("must be a finite number >= 0, got {}", p.price_per_kwh)));
+        }
+        if !(p.pue.is_finite() && (1.0..=5.0).contains(&p.pue)) {
+            return Err(invalid("pricing.power.pue", format!("must be between 1.0 and 5.0, got {}", p.pue)));
+        }
+        if self.pricing.currency.len() != 3 {
+            return Err(invalid("pricing.currency", format!("must be an ISO 4217 code such as USD, got {:?}", self.pricing.currency)));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, g) in self.pricing.gpu.iter().enumerate() {
+            let key = format!("pricing.gpu[{i}]");
+            if g.model.trim().is_empty() {
+                return Err(invalid(&format!("{key}.model"), "must not be empty".into()));
+            }
+            if !(g.price_per_hour.is_finite() && g.price_per_hour >= 0.0) {
+                return Err(invalid(&format!("{key}.price_per_hour"), format!("must be a finite number >= 0, got {}", g.price_per_hour)));
+            }
+            if !seen.insert((g.model.clone(), g.effective_from)) {
+                return Err(invalid(&key, format!("duplicate price for {:?} effective {}", g.model, g.effective_from)));
+            }
+        }
+        crate::engine::parse_memory_limit(&self.engine.memory_limit)
+            .map_err(|m| invalid("engine.memory_limit", m))?;
+        Ok(())
+    }
+
+    pub fn team_of(&self, namespace: &str) -> Option<&str> {
+        self.teams.get(namespace).map(String::as_str)
+    }
+}

@@ -1,0 +1,243 @@
+//! The one DataFusion session builder, used by every command and test: a bounded memory
+//! pool, the lake's tables registered with their explicit schemas and `date` partitions,
+//! and the config's price tables.
+
+use std::sync::Arc;
+
+use arrow::array::{Decimal128Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use chrono::{NaiveDate, NaiveTime};
+use datafusion::common::ScalarValue;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::MemTable;
+use datafusion::error::DataFusionError;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
+
+use crate::config::Config;
+use crate::lake::{Lake, Table};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("registering table {table}: {source}")]
+    Register { table: String, source: DataFusionError },
+    #[error("query {query}: {source}")]
+    Query { query: String, source: DataFusionError },
+    #[error("engine setup: {0}")]
+    Setup(String),
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// Parses "1G", "512M", "64K", "1073741824" or "0" (unbounded) into bytes.
+pub fn parse_memory_limit(text: &str) -> std::result::Result<Option<usize>, String> {
+    let t = text.trim();
+    if t.is_empty() || t == "0" {
+        return Ok(None);
+    }
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1usize << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("expected a size like 512M or 2G, got {text:?}"))?;
+    if !(n.is_finite() && n > 0.0) {
+        return Err(format!("expected a positive size, got {text:?}"));
+    }
+    Ok(Some((n * mult as f64) as usize))
+}
+
+/// Builds the session every query runs in.
+#[derive(Debug, Clone)]
+pub struct SessionBuilder {
+    memory_limit: Option<usize>,
+    target_partitions: usize,
+}
+
+impl Default for SessionBuilder {
+    fn default() -> Self {
+        SessionBuilder {
+            memory_limit: Some(1 << 30),
+            target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        }
+    }
+}
+
+impl SessionBuilder {
+    pub fn from_config(config: &Config) -> Self {
+        let memory_limit = parse_memory_limit(&config.engine.memory_limit).unwrap_or(Some(1 << 30));
+        SessionBuilder { memory_limit, ..SessionBuilder::default() }
+    }
+
+    pub fn memory_limit(mut self, bytes: Option<usize>) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    pub fn target_partitions(mut self, n: usize) -> Self {
+        self.target_partitions = n.max(1);
+        self
+    }
+
+    /// A session with the lake's tables and the config's price tables registered.
+    pub async fn build(&self, lake: &Lake, config: &Config) -> Result<SessionContext> {
+        let ctx = self.bare()?;
+        for table in Table::ALL {
+            register_lake_table(&ctx, lake, table).await?;
+        }
+        register_price_tables(&ctx, config)?;
+        Ok(ctx)
+    }
+
+    /// A session with nothing registered.
+    pub fn bare(&self) -> Result<SessionContext> {
+        let config = SessionConfig::new()
+            .with_target_partitions(self.target_partitions)
+            .with_information_schema(true)
+            .set_bool("datafusion.execution.parquet.pushdown_filters", true);
+        let mut runtime = RuntimeEnvBuilder::new();
+        if let Some(bytes) = self.memory_limit {
+            runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(bytes)));
+        }
+        let runtime = runtime.build_arc().map_err(|e| EngineError::Setup(e.to_string()))?;
+        Ok(SessionContext::new_with_config_rt(config, runtime))
+    }
+}
+
+/// Registers `<lake>/<table>/` as a listing table with the explicit schema and a `date`
+/// partition column; an absent folder (a first run) becomes an empty table.
+async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) -> Result<()> {
+    let reg_err = |source| EngineError::Register { table: table.name().into(), source };
+    let dir = lake.table_dir(table);
+    if lake.dates(table).map(|d| d.is_empty()).unwrap_or(true) {
+        let schema = with_date_column(table.schema());
+        let empty = MemTable::try_new(schema, vec![vec![]]).map_err(reg_err)?;
+        ctx.register_table(table.name(), Arc::new(empty)).map_err(reg_err)?;
+        return Ok(());
+    }
+    let dir = std::path::absolute(&dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))?;
+    let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
+        .with_file_extension(".parquet")
+        .with_table_partition_cols(vec![("date".to_string(), DataType::Utf8)]);
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(table.schema());
+    let provider = ListingTable::try_new(config).map_err(reg_err)?;
+    ctx.register_table(table.name(), Arc::new(provider)).map_err(reg_err)?;
+    Ok(())
+}
+
+fn with_date_column(schema: SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("date", DataType::Utf8, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// Money and rates as exact decimals: DECIMAL(18, 6).
+pub const PRICE_PRECISION: u8 = 18;
+pub const PRICE_SCALE: i8 = 6;
+
+fn to_decimal(v: f64) -> i128 {
+    (v * 10f64.powi(PRICE_SCALE as i32)).round() as i128
+}
+
+/// `gpu_prices(model, price_per_hour, effective_from, effective_to)` and
+/// `power_prices(price_per_kwh, pue, effective_from, effective_to)`: each price row valid on
+/// `[effective_from, effective_to)`, so a window that spans a change is priced piecewise.
+fn register_price_tables(ctx: &SessionContext, config: &Config) -> Result<()> {
+    let far_future = NaiveDate::from_ymd_opt(9999, 1, 1).expect("valid date");
+    let ms = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp_millis();
+    let ts_field = |name: &str| Field::new(name, crate::lake::schema::ts_type(), false);
+    let dec = DataType::Decimal128(PRICE_PRECISION, PRICE_SCALE);
+
+    let mut gpu = config.pricing.gpu.clone();
+    gpu.sort_by(|a, b| (&a.model, a.effective_from).cmp(&(&b.model, b.effective_from)));
+    let mut models = Vec::new();
+    let mut prices = Vec::new();
+    let mut from = Vec::new();
+    let mut to = Vec::new();
+    for (i, p) in gpu.iter().enumerate() {
+        let next = gpu.get(i + 1).filter(|n| n.model == p.model).map(|n| n.effective_from).unwrap_or(far_future);
+        models.push(p.model.clone());
+        prices.push(to_decimal(p.price_per_hour));
+        from.push(ms(p.effective_from));
+        to.push(ms(next));
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("model", DataType::Utf8, false),
+        Field::new("price_per_hour", dec.clone(), false),
+        ts_field("effective_from"),
+        ts_field("effective_to"),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(models)),
+            Arc::new(Decimal128Array::from(prices).with_precision_and_scale(PRICE_PRECISION, PRICE_SCALE).map_err(setup)?),
+            Arc::new(TimestampMillisecondArray::from(from).with_timezone("UTC")),
+            Arc::new(TimestampMillisecondArray::from(to).with_timezone("UTC")),
+        ],
+    )
+    .map_err(setup)?;
+    register_mem(ctx, "gpu_prices", schema, batch)?;
+
+    let p = &config.pricing.power;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("price_per_kwh", dec.clone(), false),
+        Field::new("pue", dec, false),
+        ts_field("effective_from"),
+        ts_field("effective_to"),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Decimal128Array::from(vec![to_decimal(p.price_per_kwh)]).with_precision_and_scale(PRICE_PRECISION, PRICE_SCALE).map_err(setup)?),
+            Arc::new(Decimal128Array::from(vec![to_decimal(p.pue)]).with_precision_and_scale(PRICE_PRECISION, PRICE_SCALE).map_err(setup)?),
+            Arc::new(TimestampMillisecondArray::from(vec![ms(p.effective_from)]).with_timezone("UTC")),
+            Arc::new(TimestampMillisecondArray::from(vec![ms(far_future)]).with_timezone("UTC")),
+        ],
+    )
+    .map_err(setup)?;
+    register_mem(ctx, "power_prices", schema, batch)?;
+
+    let (ns, teams): (Vec<String>, Vec<String>) = config.teams.iter().map(|(k, v)| (k.clone(), v.clone())).unzip();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("namespace", DataType::Utf8, false),
+        Field::new("team", DataType::Utf8, false),
+    ]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ns)), Arc::new(StringArray::from(teams))])
+        .map_err(setup)?;
+    register_mem(ctx, "teams", schema, batch)?;
+    Ok(())
+}
+
+fn setup(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Setup(e.to_string())
+}
+
+fn register_mem(ctx: &SessionContext, name: &str, schema: SchemaRef, batch: RecordBatch) -> Result<()> {
+    let reg_err = |source| EngineError::Register { table: name.into(), source };
+    let table = MemTable::try_new(schema, vec![vec![batch]]).map_err(reg_err)?;
+    ctx.register_table(name, Arc::new(table)).map_err(reg_err)?;
+    Ok(())
+}
+
+/// Runs `sql` with positional parameters (`$1`, `$2`, ...) bound, never formatted in.
+pub async fn run_query(ctx: &SessionContext, name: &str, sql: &str, params: Vec<ScalarValue>) -> Result<Vec<RecordBatch>> {
+    let q_err = |source| EngineError::Query { query: name.into(), source };
+    let options = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
+    let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
+    let df = if params.is_empty() { df } else { df.with_param_values(params).map_err(q_err)? };
+    df.collect().await.map_err(q_err)
+}
+
+/// A timestamp parameter (milliseconds, UTC) for the report window.
+pub fn ts_param(ms: i64) -> ScalarValue {
+    ScalarValue::TimestampMillisecond(Some(ms), Some("UTC".into()))
+}
+
+pub fn str_param(s: impl Into<String>) -> ScalarValue {
+    ScalarValue::Utf8(Some(s.into()))
+}

@@ -1,0 +1,10 @@
+//! The Parquet lake: one explicit schema per table (`schema`), the on-disk layout
+//! (`layout`) and the atomic writer (`writer`).
+
+pub mod layout;
+pub mod schema;
+pub mod writer;
+
+pub use layout::Lake;
+pub use schema::Table;
+pub use writer::{write_partition, WriteError};

@@ -1,0 +1,189 @@
+//! Every lake table's Arrow schema, defined once. Readers (the engine), writers (the
+//! simulator, the collector) and `gpuledger tables` all use these definitions.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+/// Bumped when a column changes meaning or type; written into every file's key/value metadata.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The tables of the lake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Table {
+    /// One row per GPU (or MIG instance) per step; each row stands for `[ts, ts + step_s)`.
+    GpuSamples,
+    /// One row per pod (uid): its lifecycle and requests.
+    Pods,
+    /// One row per pending pod per step.
+    PendingSamples,
+    /// GPU quotas per namespace over time.
+    Quotas,
+    /// The pool itself: one row per GPU (or MIG instance) per day it was seen.
+    Nodes,
+}
+
+impl Table {
+    pub const ALL: [Table; 5] = [
+        Table::GpuSamples,
+        Table::Pods,
+        Table::PendingSamples,
+        Table::Quotas,
+        Table::Nodes,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::GpuSamples => "gpu_samples",
+            Table::Pods => "pods",
+            Table::PendingSamples => "pending_samples",
+            Table::Quotas => "quotas",
+            Table::Nodes => "nodes",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The columns rows are sorted by before a file is written (declared as `sorting_columns`).
+    pub fn sort_columns(self) -> &'static [&'static str] {
+        match self {
+            Table::GpuSamples => &["node", "gpu_uuid", "gpu_instance_id", "ts"],
+            Table::Pods => &["namespace", "created", "pod", "uid"],
+            Table::PendingSamples => &["namespace", "ts", "pod", "uid"],
+            Table::Quotas => &["namespace", "resource", "ts"],
+            Table::Nodes => &["node", "gpu_uuid", "gpu_instance_id"],
+        }
+    }
+
+    /// Timestamp-like columns stored with `DELTA_BINARY_PACKED` and no dictionary.
+    pub fn delta_columns(self) -> &'static [&'static str] {
+        match self {
+            Table::GpuSamples | Table::PendingSamples | Table::Quotas => &["ts"],
+            Table::Pods => &["created", "scheduled", "started", "finished"],
+            Table::Nodes => &["first_seen", "last_seen"],
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Table::GpuSamples => "one row per GPU or MIG instance per step, [ts, ts + step_s)",
+            Table::Pods => "one row per pod uid: lifecycle times, requests, termination",
+            Table::PendingSamples => "one row per pending pod per step",
+            Table::Quotas => "GPU ResourceQuota hard/used per namespace over time",
+            Table::Nodes => "inventory: one row per GPU or MIG instance per day seen",
+        }
+    }
+
+    pub fn schema(self) -> SchemaRef {
+        match self {
+            Table::GpuSamples => gpu_samples_schema(),
+            Table::Pods => pods_schema(),
+            Table::PendingSamples => pending_samples_schema(),
+            Table::Quotas => quotas_schema(),
+            Table::Nodes => nodes_schema(),
+        }
+    }
+}
+
+/// Timestamps are milliseconds since the epoch, UTC.
+pub fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+}
+
+/// Low-cardinality labels are dictionary-encoded in memory and in Parquet.
+pub fn label_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+fn ts(name: &str, nullable: bool) -> Field {
+    Field::new(name, ts_type(), nullable)
+}
+
+fn label(name: &str, nullable: bool) -> Field {
+    Field::new(name, label_type(), nullable)
+}
+
+fn gpu_samples_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        ts("ts", false),
+        Field::new("step_s", DataType::Int32, false),
+        label("node", false),
+        label("gpu_uuid", false),
+        Field::new("gpu_index", DataType::Int16, false),
+        label("gpu_model", false),
+        label("mig_profile", true),
+        Field::new("gpu_instance_id", DataType::Int16, true),
+        label("namespace", true),
+        label("pod", true),
+        label("container", true),
+        Field::new("share", DataType::Float64, false),
+        Field::new("util_pct", DataType::Float32, true),
+        Field::new("mem_used_mib", DataType::Float32, true),
+        Field::new("mem_total_mib", DataType::Float32, true),
+        Field::new("power_w", DataType::Float32, true),
+        Field::new("energy_j", DataType::Float64, true),
+        Field::new("temp_c", DataType::Float32, true),
+        Field::new("xid", DataType::Int32, true),
+    ]))
+}
+
+fn pods_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        label("namespace", false),
+        Field::new("pod", DataType::Utf8, false),
+        Field::new("uid", DataType::Utf8, false),
+        label("node", true),
+        label("priority_class", true),
+        ts("created", false),
+        ts("scheduled", true),
+        ts("started", true),
+        ts("finished", true),
+        label("gpu_resource", true),
+        Field::new("gpu_request", DataType::Int32, false),
+        Field::new("cpu_request", DataType::Float64, true),
+        Field::new("mem_request_bytes", DataType::Int64, true),
+        label("phase", true),
+        label("termination_reason", true),
+    ]))
+}
+
+fn pending_samples_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        ts("ts", false),
+        Field::new("step_s", DataType::Int32, false),
+        label("namespace", false),
+        Field::new("pod", DataType::Utf8, false),
+        Field::new("uid", DataType::Utf8, false),
+        label("priority_class", true),
+        label("gpu_resource", true),
+        Field::new("gpu_request", DataType::Int32, false),
+        label("reason", true),
+    ]))
+}
+
+fn quotas_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        ts("ts", false),
+        label("namespace", false),
+        label("resource", false),
+        Field::new("hard", DataType::Float64, true),
+        Field::new("used", DataType::Float64, true),
+    ]))
+}
+
+fn nodes_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        label("node", false),
+        label("gpu_uuid", false),
+        Field::new("gpu_index", DataType::Int16, false),
+        label("gpu_model", false),
+        label("mig_profile", true),
+        Field::new("gpu_instance_id", DataType::Int16, true),
+        Field::new("share", DataType::Float64, false),
+        Field::new("mem_total_mib", DataType::Float32, true),
+        ts("first_seen", false),
+        ts("last_seen", false),
+    ]))
+}

@@ -1,0 +1,15 @@
+//! gpuledger: GPU cost accounting and chargeback for shared Kubernetes GPU clusters.
+//!
+//! The pipeline: Prometheus history (or the simulator) -> a date-partitioned Parquet lake
+//! (`lake`) -> rollup SQL in `queries/` run by DataFusion (`engine`) -> reports (`report`).
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod engine;
+pub mod lake;
+pub mod progress;
+pub mod queries;
+pub mod report;
+pub mod simulate;
+pub mod timewin;

@@ -1,0 +1,43 @@
+//! The rollup SQL of `queries/*.sql`, compiled into the binary and overridable by a folder
+//! (`[queries] dir` or `--queries DIR`) holding files of the same names.
+
+use std::path::{Path, PathBuf};
+
+/// (name, SQL) of every built-in query.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("chargeback", include_str!("../queries/chargeback.sql")),
+    ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("no built-in query named {0:?}")]
+    Unknown(String),
+    #[error("reading override {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Queries {
+    override_dir: Option<PathBuf>,
+}
+
+impl Queries {
+    pub fn new(override_dir: Option<&Path>) -> Self {
+        Queries { override_dir: override_dir.map(Path::to_path_buf) }
+    }
+
+    /// The SQL of `name`: the override folder's `<name>.sql` if present, else the built-in.
+    pub fn get(&self, name: &str) -> Result<String, QueryError> {
+        let builtin = BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, sql)| *sql);
+        if let Some(dir) = &self.override_dir {
+            let path = dir.join(format!("{name}.sql"));
+            match std::fs::read_to_string(&path) {
+                Ok(sql) => return Ok(sql),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(QueryError::Read { path, source }),
+            }
+        }
+        builtin.map(str::to_string).ok_or_else(|| QueryError::Unknown(name.into()))
+    }
+}

@@ -1,0 +1,78 @@
+//! Exact rounding for reports: values are exact rationals (integer / denominator); they are
+//! rounded to a fixed number of decimals with the largest-remainder method, so the rounded
+//! rows always add up to the rounded total.
+
+/// Rounds `value / denom` to an integer count of `10^-decimals`, half away from zero.
+pub fn round_ratio(value: i128, denom: i128, decimals: u32) -> i128 {
+    let num = value * 10i128.pow(decimals);
+    let q = num / denom;
+    let r = num % denom;
+    if 2 * r.abs() >= denom.abs() {
+        q + num.signum() * denom.signum()
+    } else {
+        q
+    }
+}
+
+/// Rounds every `values[i] / denom` to `decimals` places so that the rounded parts sum to the
+/// rounded total; returns (parts, total), both in units of `10^-decimals`.
+pub fn apportion(values: &[i128], denom: i128, decimals: u32) -> (Vec<i128>, i128) {
+    let total_exact: i128 = values.iter().sum();
+    let total = round_ratio(total_exact, denom, decimals);
+    let scale = 10i128.pow(decimals);
+    let mut parts: Vec<i128> = values.iter().map(|v| (v * scale).div_euclid(denom)).collect();
+    let mut remainders: Vec<(i128, usize)> = values.iter().enumerate().map(|(i, v)| ((v * scale).rem_euclid(denom), i)).collect();
+    let mut short = total - parts.iter().sum::<i128>();
+    // Largest remainder first; ties go to the earlier row, so the result is deterministic.
+    remainders.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut i = 0;
+    while short > 0 && !remainders.is_empty() {
+        parts[remainders[i % remainders.len()].1] += 1;
+        short -= 1;
+        i += 1;
+    }
+    while short < 0 && !remainders.is_empty() {
+        let idx = remainders[remainders.len() - 1 - (i % remainders.len())].1;
+        parts[idx] -= 1;
+        short += 1;
+        i += 1;
+    }
+    (parts, total)
+}
+
+/// Formats `units` of `10^-decimals` as a plain decimal string ("1234.50").
+pub fn format_units(units: i128, decimals: u32) -> String {
+    if decimals == 0 {
+        return units.to_string();
+    }
+    let scale = 10i128.pow(decimals);
+    let sign = if units < 0 { "-" } else { "" };
+    let a = units.abs();
+    format!("{sign}{}.{:0width$}", a / scale, a % scale, width = decimals as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_sum_to_total() {
+        // Three thirds of 1.00 must print as parts that add up to 1.00.
+        let (parts, total) = apportion(&[1, 1, 1], 3, 2);
+        assert_eq!(total, 100);
+        assert_eq!(parts.iter().sum::<i128>(), 100);
+        assert_eq!(parts, vec![34, 33, 33]);
+        let (parts, total) = apportion(&[17142857, 12857143], 3_600_000_000, 4);
+        assert_eq!(parts.iter().sum::<i128>(), total);
+    }
+
+    #[test]
+    fn rounding_and_format() {
+        assert_eq!(round_ratio(5, 10, 0), 1);
+        assert_eq!(round_ratio(-5, 10, 0), -1);
+        assert_eq!(round_ratio(4, 10, 0), 0);
+        assert_eq!(format_units(123450, 2), "1234.50");
+        assert_eq!(format_units(-5, 2), "-0.05");
+        assert_eq!(format_units(7, 0), "7");
+    }
+}

@@ -1,0 +1,227 @@
+//! Renders a `Report` as `table` (tabled), `csv`, `json`, `md` or `parquet`.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Decimal128Builder, Int64Builder, RecordBatch, StringBuilder};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use serde_json::{Map, Value};
+
+use super::money::format_units;
+use super::{ReportError, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+    Md,
+    Parquet,
+}
+
+impl Format {
+    pub const FILES: [Format; 4] = [Format::Csv, Format::Json, Format::Md, Format::Parquet];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Csv => "csv",
+            Format::Json => "json",
+            Format::Md => "md",
+            Format::Parquet => "parquet",
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Table => "txt",
+            other => other.name(),
+        }
+    }
+}
+
+/// One value of a report: text, an integer, or an exact decimal (`units` of `10^-decimals`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Str(String),
+    Int(i64),
+    Dec { units: i128, decimals: u32 },
+}
+
+impl Cell {
+    pub fn text(&self) -> String {
+        match self {
+            Cell::Null => String::new(),
+            Cell::Str(s) => s.clone(),
+            Cell::Int(i) => i.to_string(),
+            Cell::Dec { units, decimals } => format_units(*units, *decimals),
+        }
+    }
+
+    fn json(&self) -> Value {
+        match self {
+            Cell::Null => Value::Null,
+            Cell::Str(s) => Value::String(s.clone()),
+            Cell::Int(i) => Value::from(*i),
+            Cell::Dec { .. } => serde_json::from_str(&self.text()).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// A finished report: columns, rows, a total row shown by the human formats, and notes (the
+/// conservation line) stated under it.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub name: String,
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+    pub total: Option<Vec<Cell>>,
+    pub notes: Vec<String>,
+    /// Extra machine-readable facts for the JSON form.
+    pub meta: Map<String, Value>,
+}
+
+impl Report {
+    pub fn render(&self, format: Format) -> Result<Vec<u8>> {
+        Ok(match format {
+            Format::Table => self.table().into_bytes(),
+            Format::Csv => self.csv().into_bytes(),
+            Format::Json => self.json().into_bytes(),
+            Format::Md => self.markdown().into_bytes(),
+            Format::Parquet => self.parquet()?,
+        })
+    }
+
+    fn table(&self) -> String {
+        let mut b = tabled::builder::Builder::default();
+        b.push_record(self.columns.clone());
+        for row in self.rows.iter().chain(self.total.iter()) {
+            b.push_record(row.iter().map(Cell::text));
+        }
+        let mut t = b.build();
+        t.with(tabled::settings::Style::psql());
+        t.modify(tabled::settings::object::Columns::new(2..), tabled::settings::Alignment::right());
+        let mut out = format!("{}\n\n{t}\n", self.title);
+        for n in &self.notes {
+            out.push_str(n);
+            out.push('\n');
+        }
+        out
+    }
+
+    fn csv(&self) -> String {
+        let quote = |s: String| {
+            if s.contains([',', '"', '\n']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s
+            }
+        };
+        let mut out = self.columns.iter().cloned().map(quote).collect::<Vec<_>>().join(",");
+        out.push('\n');
+        for row in &self.rows {
+            out.push_str(&row.iter().map(|c| quote(c.text())).collect::<Vec<_>>().join(","));
+            out.push('\n');
+        }
+        out
+    }
+
+    fn json(&self) -> String {
+        let obj = |row: &Vec<Cell>| -> Value {
+            Value::Object(self.columns.iter().cloned().zip(row.iter().map(Cell::json)).collect())
+        };
+        let mut top = Map::new();
+        top.insert("report".into(), Value::String(self.name.clone()));
+        top.insert("title".into(), Value::String(self.title.clone()));
+        for (k, v) in &self.meta {
+            top.insert(k.clone(), v.clone());
+        }
+        top.insert("rows".into(), Value::Array(self.rows.iter().map(obj).collect()));
+        if let Some(t) = &self.total {
+            top.insert("total".into(), obj(t));
+        }
+        top.insert("notes".into(), Value::Array(self.notes.iter().cloned().map(Value::String).collect()));
+        let mut s = serde_json::to_string_pretty(&Value::Object(top)).expect("json");
+        s.push('\n');
+        s
+    }
+
+    fn markdown(&self) -> String {
+        let mut out = format!("# {}\n\n| {} |\n|", self.title, self.columns.join(" | "));
+        for (i, _) in self.columns.iter().enumerate() {
+            out.push_str(if i < 2 { "---|" } else { "---:|" });
+        }
+        out.push('\n');
+        for row in self.rows.iter().chain(self.total.iter()) {
+            out.push_str(&format!("| {} |\n", row.iter().map(|c| c.text().replace('|', "\\|")).collect::<Vec<_>>().join(" | ")));
+        }
+        out.push('\n');
+        for n in &self.notes {
+            out.push_str(&format!("{n}\n\n"));
+        }
+        out
+    }
+
+    /// The rows as an Arrow batch: text as Utf8, integers as Int64, decimals as DECIMAL.
+    pub fn to_batch(&self) -> Result<RecordBatch> {
+        let err = |detail: String| ReportError::Render { report: self.name.clone(), format: "parquet", detail };
+        let mut fields = Vec::new();
+        let mut arrays: Vec<ArrayRef> = Vec::new();
+        for (i, name) in self.columns.iter().enumerate() {
+            let sample = self.rows.iter().map(|r| &r[i]).find(|c| **c != Cell::Null);
+            match sample {
+                Some(Cell::Int(_)) => {
+                    let mut b = Int64Builder::new();
+                    for r in &self.rows {
+                        match &r[i] {
+                            Cell::Int(v) => b.append_value(*v),
+                            _ => b.append_null(),
+                        }
+                    }
+                    fields.push(Field::new(name, DataType::Int64, true));
+                    arrays.push(Arc::new(b.finish()));
+                }
+                Some(Cell::Dec { decimals, .. }) => {
+                    let d = *decimals;
+                    let mut b = Decimal128Builder::new();
+                    for r in &self.rows {
+                        match &r[i] {
+                            Cell::Dec { units, .. } => b.append_value(*units),
+                            _ => b.append_null(),
+                        }
+                    }
+                    let arr = b.finish().with_precision_and_scale(38, d as i8).map_err(|e| err(e.to_string()))?;
+                    fields.push(Field::new(name, DataType::Decimal128(38, d as i8), true));
+                    arrays.push(Arc::new(arr));
+                }
+                _ => {
+                    let mut b = StringBuilder::new();
+                    for r in &self.rows {
+                        match &r[i] {
+                            Cell::Null => b.append_null(),
+                            c => b.append_value(c.text()),
+                        }
+                    }
+                    fields.push(Field::new(name, DataType::Utf8, true));
+                    arrays.push(Arc::new(b.finish()));
+                }
+            }
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| err(e.to_string()))
+    }
+
+    fn parquet(&self) -> Result<Vec<u8>> {
+        let err = |detail: String| ReportError::Render { report: self.name.clone(), format: "parquet", detail };
+        let batch = self.to_batch()?;
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_created_by(format!("gpuledger {}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let mut buf = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).map_err(|e| err(e.to_string()))?;
+        w.write(&batch).map_err(|e| err(e.to_string()))?;
+        w.close().map_err(|e| err(e.to_string()))?;
+        Ok(buf)
+    }
+}

@@ -1,0 +1,136 @@
+//! The simulated pool: nodes of 8 GPUs in three models, one node with MIG instances.
+
+/// A GPU model as DCGM names it, with the numbers the signal model needs.
+#[derive(Debug)]
+pub struct GpuModel {
+    pub name: &'static str,
+    pub kind: ModelKind,
+    pub fb_mib: f32,
+    pub idle_w: f64,
+    pub max_w: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    H100,
+    A100,
+    L4,
+}
+
+pub static H100: GpuModel = GpuModel { name: "NVIDIA H100 80GB HBM3", kind: ModelKind::H100, fb_mib: 81559.0, idle_w: 72.0, max_w: 700.0 };
+pub static A100: GpuModel = GpuModel { name: "NVIDIA A100-SXM4-80GB", kind: ModelKind::A100, fb_mib: 81920.0, idle_w: 58.0, max_w: 400.0 };
+pub static L4: GpuModel = GpuModel { name: "NVIDIA L4", kind: ModelKind::L4, fb_mib: 23034.0, idle_w: 16.0, max_w: 72.0 };
+
+/// MIG layout of every GPU on the MIG node: (profile, GPU instance id, compute slices of 7, framebuffer MiB).
+pub const MIG_LAYOUT: [(&str, i16, u32, f32); 2] = [("3g.40gb", 1, 3, 40192.0), ("4g.40gb", 2, 4, 40192.0)];
+
+pub const GPUS_PER_NODE: usize = 8;
+
+#[derive(Debug)]
+pub struct Node {
+    pub name: String,
+    pub model: &'static GpuModel,
+    pub mig: bool,
+    /// Indices into `Cluster::units`.
+    pub units: Vec<usize>,
+}
+
+/// One schedulable GPU: a whole GPU, or one MIG instance of it.
+#[derive(Debug)]
+pub struct Unit {
+    pub node: usize,
+    pub gpu_index: i16,
+    pub uuid: String,
+    pub model: &'static GpuModel,
+    pub mig_profile: Option<&'static str>,
+    pub gi_id: Option<i16>,
+    /// Fraction of the physical GPU: 1 for a whole GPU, slices/7 for a MIG instance.
+    pub share: f64,
+    pub fb_mib: f32,
+    /// Index into `Cluster::gpus`.
+    pub gpu: usize,
+}
+
+/// One physical GPU and the units carved from it.
+#[derive(Debug)]
+pub struct PhysicalGpu {
+    pub node: usize,
+    pub units: Vec<usize>,
+    pub model: &'static GpuModel,
+}
+
+#[derive(Debug)]
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    pub units: Vec<Unit>,
+    pub gpus: Vec<PhysicalGpu>,
+}
+
+impl Cluster {
+    /// `gpus` rounded up to whole nodes. From three nodes up, one A100 node is MIG-partitioned
+    /// and about one node in eight is L4; the rest are split between H100 and A100.
+    pub fn build(gpus: usize, seed: u64) -> Cluster {
+        let n = gpus.div_ceil(GPUS_PER_NODE).max(1);
+        let mut kinds: Vec<(&'static GpuModel, bool)> = Vec::new();
+        let mig_nodes = usize::from(n >= 3);
+        let l4_nodes = if n >= 2 { (n / 8).max(1) } else { 0 };
+        let rest = n - mig_nodes - l4_nodes;
+        let h100 = rest.div_ceil(2);
+        kinds.extend(std::iter::repeat_n((&H100, false), h100));
+        kinds.extend(std::iter::repeat_n((&A100, false), rest - h100));
+        kinds.extend(std::iter::repeat_n((&A100, true), mig_nodes));
+        kinds.extend(std::iter::repeat_n((&L4, false), l4_nodes));
+
+        let mut cluster = Cluster { nodes: Vec::new(), units: Vec::new(), gpus: Vec::new() };
+        for (i, (model, mig)) in kinds.into_iter().enumerate() {
+            let node = Node { name: format!("gpu-node-{:02}", i + 1), model, mig, units: Vec::new() };
+            cluster.nodes.push(node);
+            for g in 0..GPUS_PER_NODE {
+                let uuid = gpu_uuid(seed, i, g);
+                let gpu_idx = cluster.gpus.len();
+                let mut phys = PhysicalGpu { node: i, units: Vec::new(), model };
+                let layout: Vec<(Option<&'static str>, Option<i16>, f64, f32)> = if mig {
+                    MIG_LAYOUT.iter().map(|(p, id, slices, fb)| (Some(*p), Some(*id), *slices as f64 / 7.0, *fb)).collect()
+                } else {
+                    vec![(None, None, 1.0, model.fb_mib)]
+                };
+                for (profile, gi, share, fb) in layout {
+                    let u = cluster.units.len();
+                    cluster.units.push(Unit {
+                        node: i,
+                        gpu_index: g as i16,
+                        uuid: uuid.clone(),
+                        model,
+                        mig_profile: profile,
+                        gi_id: gi,
+                        share,
+                        fb_mib: fb,
+                        gpu: gpu_idx,
+                    });
+                    phys.units.push(u);
+                    cluster.nodes[i].units.push(u);
+                }
+                cluster.gpus.push(phys);
+            }
+        }
+        cluster
+    }
+
+    /// Whole-GPU equivalents in the pool.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
+    }
+}
+
+fn gpu_uuid(seed: u64, node: usize, gpu: usize) -> String {
+    let h = super::rng::mix(seed.wrapping_mul(31) ^ ((node as u64) << 8) ^ gpu as u64);
+    let g = super::rng::mix(h);
+    format!(
+        "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        (h >> 32) as u32,
+        (h >> 16) as u16,
+        h as u16,
+        (g >> 48) as u16,
+        g & 0xFFFF_FFFF_FFFF
+    )
+}

@@ -1,0 +1,107 @@
+//! `gpuledger simulate`: a seeded, deterministic model of a shared GPU cluster. It writes
+//! (a) the lake, (b) optionally the same history as DCGM exporter and kube-state-metrics
+//! OpenMetrics for `promtool tsdb create-blocks-from openmetrics`, and (c) a ground-truth
+//! ledger computed from the schedule itself.
+
+pub mod cluster;
+pub mod lake_out;
+pub mod ledger;
+pub mod openmetrics;
+pub mod rng;
+pub mod scheduler;
+pub mod signals;
+pub mod trace;
+pub mod workload;
+
+use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
+
+use cluster::Cluster;
+use ledger::Ledger;
+use scheduler::{Schedule, SchedulerParams};
+use signals::SignalModel;
+use workload::NamespaceSpec;
+
+#[derive(Debug, Clone)]
+pub struct SimParams {
+    pub gpus: usize,
+    pub days: u32,
+    pub seed: u64,
+    pub step_s: u32,
+    /// First day of the window (UTC midnight).
+    pub start: NaiveDate,
+    /// Days simulated before the window so it opens on a busy cluster, not an empty one.
+    pub warmup_days: u32,
+    /// Offered load as a fraction of the pool.
+    pub target_util: f64,
+}
+
+impl SimParams {
+    pub fn window_ms(&self) -> (i64, i64) {
+        let ws = self.start.and_time(NaiveTime::MIN).and_utc().timestamp_millis();
+        (ws, ws + self.days as i64 * 86_400_000)
+    }
+
+    pub fn window(&self) -> (DateTime<Utc>, DateTime<Utc>) {
+        let (s, e) = self.window_ms();
+        (DateTime::from_timestamp_millis(s).expect("valid"), DateTime::from_timestamp_millis(e).expect("valid"))
+    }
+}
+
+/// A finished simulation: the pool, its tenants and what the scheduler did.
+pub struct Simulation {
+    pub params: SimParams,
+    pub cluster: Cluster,
+    pub namespaces: Vec<NamespaceSpec>,
+    pub schedule: Schedule,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("--gpus must be 1..=16384, got {0}")]
+    Gpus(usize),
+    #[error("--days must be 1..=400, got {0}")]
+    Days(u32),
+    #[error("--step must divide a day and be 1..=3600 s, got {0}")]
+    Step(u32),
+}
+
+impl SimParams {
+    pub fn validate(&self) -> Result<(), SimError> {
+        if self.gpus == 0 || self.gpus > 16_384 {
+            return Err(SimError::Gpus(self.gpus));
+        }
+        if self.days == 0 || self.days > 400 {
+            return Err(SimError::Days(self.days));
+        }
+        if self.step_s == 0 || self.step_s > 3600 || 86_400 % self.step_s != 0 {
+            return Err(SimError::Step(self.step_s));
+        }
+        Ok(())
+    }
+}
+
+impl Simulation {
+    pub fn run(params: SimParams) -> Result<Simulation, SimError> {
+        params.validate()?;
+        let cluster = Cluster::build(params.gpus, params.seed);
+        let namespaces = workload::default_namespaces();
+        let (ws, we) = params.window_ms();
+        let sched = SchedulerParams {
+            sim_start_ms: ws - params.warmup_days as i64 * 86_400_000,
+            end_ms: we,
+            step_ms: params.step_s as i64 * 1000,
+            target_util: params.target_util,
+            seed: params.seed,
+        };
+        let schedule = scheduler::run(&cluster, &namespaces, &sched);
+        Ok(Simulation { params, cluster, namespaces, schedule })
+    }
+
+    pub fn signals(&self) -> SignalModel<'_> {
+        SignalModel { cluster: &self.cluster, schedule: &self.schedule, seed: self.params.seed, step_ms: self.params.step_s as i64 * 1000 }
+    }
+
+    pub fn ledger(&self) -> Ledger {
+        ledger::compute(&self.cluster, &self.namespaces, &self.schedule, &self.signals(), self.params.window_ms(), self.params.seed)
+    }
+}

@@ -1,0 +1,389 @@
+//! The simulated history as Prometheus would have scraped it from dcgm-exporter and
+//! kube-state-metrics, in OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`.
+//!
+//! Names and labels follow `shared/reference/`: dcgm-exporter 4.x label order (gpu, UUID,
+//! pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID], Hostname, driver version,
+//! container, namespace, pod), integer fields printed with `%d` and doubles with `%f`;
+//! kube-state-metrics floats in Go `%g` form (`1.7e+09`). Like a real scrape, a GPU's series
+//! changes label set when its pod changes, and device-level fields (power, energy,
+//! temperature, XID) of a MIG GPU are repeated on each of its instances. Every family is
+//! declared `gauge` so names stay as the exporters print them (OpenMetrics counters must
+//! end in `_total`). One GPU's energy counter resets half-way (a driver reload).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::scheduler::SimPod;
+use super::signals::{SignalModel, UnitCursor};
+use super::Simulation;
+
+const DRIVER: &str = "550.54.15";
+const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
+const STATUS_REASONS: [&str; 5] = ["Evicted", "NodeAffinity", "NodeLost", "Shutdown", "UnexpectedAdmissionError"];
+/// Finished pods stay visible to kube-state-metrics this long before they are deleted.
+const DELETE_AFTER_MS: i64 = 120_000;
+
+/// A float as Go's `strconv.FormatFloat(v, 'g', -1, 64)` prints it (kube-state-metrics).
+pub fn go_g(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    // Go uses %e when the exponent is < -4 or >= 6 for the shortest representation.
+    let exp = v.abs().log10().floor() as i32;
+    if !(-4..6).contains(&exp) {
+        let digits = format!("{v:e}");
+        let (m, e) = digits.split_once('e').expect("exponent form");
+        let e: i32 = e.parse().expect("exponent");
+        format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+    } else {
+        format!("{v}")
+    }
+}
+
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn ts_s(ms: i64) -> String {
+    if ms % 1000 == 0 {
+        format!("{}", ms / 1000)
+    } else {
+        format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+    }
+}
+
+/// Writes the window's history; returns the number of samples written.
+pub fn write(sim: &Simulation, out: &mut impl Write) -> io::Result<u64> {
+    let mut w = OmWriter { sim, model: sim.signals(), out, samples: 0 };
+    w.dcgm()?;
+    w.ksm()?;
+    writeln!(w.out, "# EOF")?;
+    Ok(w.samples)
+}
+
+struct OmWriter<'a, W: Write> {
+    sim: &'a Simulation,
+    model: SignalModel<'a>,
+    out: &'a mut W,
+    samples: u64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Dcgm {
+    GpuUtil,
+    EngineActive,
+    FbUsed,
+    FbFree,
+    Power,
+    Energy,
+    Temp,
+    Xid,
+}
+
+impl Dcgm {
+    fn name(self) -> &'static str {
+        match self {
+            Dcgm::GpuUtil => "DCGM_FI_DEV_GPU_UTIL",
+            Dcgm::EngineActive => "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            Dcgm::FbUsed => "DCGM_FI_DEV_FB_USED",
+            Dcgm::FbFree => "DCGM_FI_DEV_FB_FREE",
+            Dcgm::Power => "DCGM_FI_DEV_POWER_USAGE",
+            Dcgm::Energy => "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            Dcgm::Temp => "DCGM_FI_DEV_GPU_TEMP",
+            Dcgm::Xid => "DCGM_FI_DEV_XID_ERRORS",
+        }
+    }
+
+    fn help(self) -> &'static str {
+        match self {
+            Dcgm::GpuUtil => "GPU utilization (in %).",
+            Dcgm::EngineActive => "Ratio of time the graphics engine is active.",
+            Dcgm::FbUsed => "Framebuffer memory used (in MiB).",
+            Dcgm::FbFree => "Framebuffer memory free (in MiB).",
+            Dcgm::Power => "Power draw (in W).",
+            Dcgm::Energy => "Total energy consumption since boot (in mJ).",
+            Dcgm::Temp => "GPU temperature (in C).",
+            Dcgm::Xid => "Value of the last XID error encountered.",
+        }
+    }
+}
+
+impl<W: Write> OmWriter<'_, W> {
+    fn family(&mut self, name: &str, help: &str) -> io::Result<()> {
+        writeln!(self.out, "# HELP {name} {help}")?;
+        writeln!(self.out, "# TYPE {name} gauge")
+    }
+
+    fn sample(&mut self, name: &str, labels: &str, value: &str, ms: i64) -> io::Result<()> {
+        self.samples += 1;
+        writeln!(self.out, "{name}{{{labels}}} {value} {}", ts_s(ms))
+    }
+
+    fn dcgm(&mut self) -> io::Result<()> {
+        let sim = self.sim;
+        let (ws, we) = sim.params.window_ms();
+        let step = self.model.step_ms;
+        let steps = ((we - ws) / step) as usize;
+        // Energy counters (mJ since driver load), one per physical GPU, with one reset.
+        let reset_gpu = sim.cluster.gpus.len() / 2;
+        let mut counters: Vec<Vec<u64>> = Vec::with_capacity(sim.cluster.gpus.len());
+        for g in 0..sim.cluster.gpus.len() {
+            let mut c = Vec::with_capacity(steps);
+            let mut acc = 1_000_000_000.0 * (1.0 + g as f64 % 7.0);
+            for k in 0..steps {
+                if g == reset_gpu && k == steps / 2 {
+                    acc = 0.0;
+                }
+                c.push(acc.round() as u64);
+                acc += self.model.gpu_at(g, ws + k as i64 * step).power_w * (step as f64);
+            }
+            counters.push(c);
+        }
+
+        let families = [Dcgm::GpuUtil, Dcgm::EngineActive, Dcgm::FbUsed, Dcgm::FbFree, Dcgm::Power, Dcgm::Energy, Dcgm::Temp, Dcgm::Xid];
+        for fam in families {
+            self.family(fam.name(), fam.help())?;
+            for (u, unit) in sim.cluster.units.iter().enumerate() {
+                let mig = unit.mig_profile.is_some();
+                if (fam == Dcgm::GpuUtil && mig) || (fam == Dcgm::EngineActive && !mig) {
+                    continue;
+                }
+                // Group the unit's steps by holder: one series per label set, each contiguous.
+                let mut groups: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
+                let mut cursor = UnitCursor::default();
+                for k in 0..steps {
+                    let (holder, _) = cursor.at(&sim.schedule.occupancy[u], &sim.schedule.zombies[u], ws + k as i64 * step);
+                    groups.entry(holder).or_default().push(k);
+                }
+                let node = &sim.cluster.nodes[unit.node].name;
+                let mut base = String::new();
+                write!(
+                    base,
+                    "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"00000000:{:02X}:00.0\",device=\"nvidia{}\",modelName=\"{}\"",
+                    unit.gpu_index,
+                    unit.uuid,
+                    0x07 + unit.gpu_index * 8,
+                    unit.gpu_index,
+                    unit.model.name
+                )
+                .expect("string write");
+                if let (Some(p), Some(id)) = (unit.mig_profile, unit.gi_id) {
+                    write!(base, ",GPU_I_PROFILE=\"{p}\",GPU_I_ID=\"{id}\"").expect("string write");
+                }
+                write!(base, ",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"{DRIVER}\"").expect("string write");
+                for (holder, ks) in groups {
+                    let mut labels = base.clone();
+                    if let Some(id) = holder {
+                        let pod = &sim.schedule.pods[id];
+                        let ns = &sim.namespaces[pod.ns];
+                        write!(labels, ",container=\"{}\",namespace=\"{}\",pod=\"{}\"", ns.container, esc(ns.name), esc(&pod.name)).expect("string write");
+                    }
+                    if fam == Dcgm::Xid {
+                        write!(labels, ",err_code=\"0\",err_msg=\"No Error\"").expect("string write");
+                    }
+                    write!(labels, ",instance=\"{node}:9400\",job=\"dcgm-exporter\"").expect("string write");
+                    for k in ks {
+                        let ts = ws + k as i64 * step;
+                        let g = self.model.gpu_at(unit.gpu, ts);
+                        let i = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
+                        let us = g.units[i];
+                        let value = match fam {
+                            Dcgm::GpuUtil => format!("{}", us.util_pct as i64),
+                            Dcgm::EngineActive => format!("{:.6}", us.util_pct / 100.0),
+                            Dcgm::FbUsed => format!("{}", us.mem_used_mib as i64),
+                            Dcgm::FbFree => format!("{}", (unit.fb_mib as f64 - us.mem_used_mib) as i64),
+                            Dcgm::Power => format!("{:.6}", g.power_w),
+                            Dcgm::Energy => format!("{}", counters[unit.gpu][k]),
+                            Dcgm::Temp => format!("{}", g.temp_c as i64),
+                            Dcgm::Xid => format!("{}", us.xid),
+                        };
+                        self.sample(fam.name(), &labels, &value, ts)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps at which kube-state-metrics saw `pod`: from creation to deletion, within the window.
+    fn pod_steps(&self, pod: &SimPod) -> std::ops::Range<i64> {
+        let (ws, we) = self.sim.params.window_ms();
+        let step = self.model.step_ms;
+        let first = pod.created.max(ws);
+        let first = ws + (first - ws + step - 1).div_euclid(step) * step;
+        let gone = pod.finished.map_or(we, |f| (f + DELETE_AFTER_MS).min(we));
+        first..gone.max(first)
+    }
+
+    fn ksm(&mut self) -> io::Result<()> {
+        let sim = self.sim;
+        let step = self.model.step_ms;
+        let ksm = "instance=\"10.0.0.5:8080\",job=\"kube-state-metrics\"";
+        let pods: Vec<usize> = (0..sim.schedule.pods.len()).filter(|&i| !self.pod_steps(&sim.schedule.pods[i]).is_empty()).collect();
+        let id_labels = |p: &SimPod| format!("namespace=\"{}\",pod=\"{}\",uid=\"{}\"", esc(sim.namespaces[p.ns].name), esc(&p.name), p.uid);
+        let node_name = |p: &SimPod| p.node.map(|n| sim.cluster.nodes[n].name.clone()).unwrap_or_default();
+        let at = |t: Option<i64>, ts: i64| t.filter(|&t| t <= ts);
+
+        // Families with one series per pod whose value is a time (or 1).
+        type ValueFn<'x> = Box<dyn Fn(&SimPod, i64) -> Option<String> + 'x>;
+        let simple: Vec<(&str, &str, ValueFn)> = vec![
+            ("kube_pod_info", "Information about pod.", Box::new(|_p, _ts| Some("1".into()))),
+            ("kube_pod_created", "Unix creation timestamp", Box::new(|p, _ts| Some(go_g((p.created / 1000) as f64)))),
+            ("kube_pod_status_scheduled_time", "Unix timestamp when pod moved into scheduled status", Box::new(move |p, ts| at(p.scheduled, ts).map(|t| go_g((t / 1000) as f64)))),
+            ("kube_pod_start_time", "Start time in unix timestamp for a pod.", Box::new(move |p, ts| at(p.started, ts).map(|t| go_g((t / 1000) as f64)))),
+            ("kube_pod_completion_time", "Completion time in unix timestamp for a pod.", Box::new(move |p, ts| at(p.finished, ts).map(|t| go_g((t / 1000) as f64)))),
+        ];
+        for (name, help, value) in &simple {
+            self.family(name, help)?;
+            for &i in &pods {
+                let p = &sim.schedule.pods[i];
+                let mut labels = id_labels(p);
+                if *name == "kube_pod_info" {
+                    // The node label is empty until the pod is bound: a new series then.
+                    let job = p.name.rsplit_once('-').map_or(p.name.as_str(), |(j, _)| j);
+                    let mut before = labels.clone();
+                    write!(before, ",node=\"\",created_by_kind=\"Job\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}", esc(job), p.priority.class_name()).expect("string write");
+                    write!(labels, ",node=\"{}\",created_by_kind=\"Job\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}", node_name(p), esc(job), p.priority.class_name()).expect("string write");
+                    for ts in self.pod_steps(p).step_by(step as usize) {
+                        let l = if at(p.scheduled, ts).is_some() { &labels } else { &before };
+                        // series are contiguous: unbound samples come first in time
+                        self.sample(name, l, "1", ts)?;
+                    }
+                    continue;
+                }
+                write!(labels, ",{ksm}").expect("string write");
+                for ts in self.pod_steps(p).step_by(step as usize) {
+                    if let Some(v) = value(p, ts) {
+                        self.sample(name, &labels, &v, ts)?;
+                    }
+                }
+            }
+        }
+
+        self.family("kube_pod_status_phase", "The pods current phase.")?;
+        for &i in &pods {
+            let p = &sim.schedule.pods[i];
+            for phase in PHASES {
+                let labels = format!("{},phase=\"{phase}\",{ksm}", id_labels(p));
+                for ts in self.pod_steps(p).step_by(step as usize) {
+                    let now = phase_at(p, ts);
+                    self.sample("kube_pod_status_phase", &labels, if now == phase { "1" } else { "0" }, ts)?;
+                }
+            }
+        }
+
+        self.family("kube_pod_container_resource_requests", "The number of requested request resource by a container.")?;
+        for &i in &pods {
+            let p = &sim.schedule.pods[i];
+            let ns = &sim.namespaces[p.ns];
+            let gpu_res = p.resource.name().replace(['.', '/', '-'], "_");
+            let reqs = [(gpu_res.as_str(), "integer", p.gpu_request as f64), ("cpu", "core", p.cpu_request), ("memory", "byte", p.mem_request_bytes as f64)];
+            for (res, unit, v) in reqs {
+                let labels = format!("{},container=\"{}\",node=\"{}\",resource=\"{res}\",unit=\"{unit}\",{ksm}", id_labels(p), ns.container, node_name(p));
+                for ts in self.pod_steps(p).step_by(step as usize) {
+                    if at(p.scheduled, ts).is_some() || p.scheduled.is_none() {
+                        self.sample("kube_pod_container_resource_requests", &labels, &go_g(v), ts)?;
+                    }
+                }
+            }
+        }
+
+        self.family("kube_pod_status_reason", "The pod status reasons")?;
+        for &i in &pods {
+            let p = &sim.schedule.pods[i];
+            for reason in STATUS_REASONS {
+                let labels = format!("{},reason=\"{reason}\",{ksm}", id_labels(p));
+                for ts in self.pod_steps(p).step_by(step as usize) {
+                    let evicted = reason == "Evicted" && p.reason == Some("Preempted") && at(p.finished, ts).is_some();
+                    self.sample("kube_pod_status_reason", &labels, if evicted { "1" } else { "0" }, ts)?;
+                }
+            }
+        }
+
+        self.family("kube_pod_container_status_last_terminated_reason", "Describes the last reason the container was in terminated state.")?;
+        for &i in &pods {
+            let p = &sim.schedule.pods[i];
+            let Some(reason @ ("OOMKilled" | "Error" | "Completed")) = p.reason else { continue };
+            let labels = format!("{},container=\"{}\",reason=\"{reason}\",{ksm}", id_labels(p), sim.namespaces[p.ns].container);
+            for ts in self.pod_steps(p).step_by(step as usize) {
+                if at(p.finished, ts).is_some() {
+                    self.sample("kube_pod_container_status_last_terminated_reason", &labels, "1", ts)?;
+                }
+            }
+        }
+
+        self.family("kube_pod_labels", "Kubernetes labels converted to Prometheus labels.")?;
+        for &i in &pods {
+            let p = &sim.schedule.pods[i];
+            let ns = &sim.namespaces[p.ns];
+            let labels = format!("{},label_app=\"{}\",label_team=\"{}\",{ksm}", id_labels(p), ns.container, esc(ns.team));
+            for ts in self.pod_steps(p).step_by(step as usize) {
+                self.sample("kube_pod_labels", &labels, "1", ts)?;
+            }
+        }
+
+        self.family("kube_resourcequota", "Information about resource quota.")?;
+        for (n, ns) in sim.namespaces.iter().enumerate() {
+            for kind in ["hard", "used"] {
+                let labels = format!("namespace=\"{}\",resource=\"requests.nvidia.com/gpu\",resourcequota=\"gpu-quota\",type=\"{kind}\",{ksm}", esc(ns.name));
+                let samples: Vec<(i64, u32)> = sim.schedule.quotas.iter().filter(|q| q.ns == n).map(|q| (q.ts, if kind == "hard" { q.hard } else { q.used })).collect();
+                let (ws, we) = sim.params.window_ms();
+                for (ts, v) in samples.into_iter().filter(|(ts, _)| *ts >= ws && *ts < we) {
+                    self.sample("kube_resourcequota", &labels, &go_g(v as f64), ts)?;
+                }
+            }
+        }
+
+        self.family("kube_node_status_capacity", "The capacity for different resources of a node.")?;
+        let (ws, we) = sim.params.window_ms();
+        for node in &sim.cluster.nodes {
+            let mut res: BTreeMap<String, u32> = BTreeMap::new();
+            for &u in &node.units {
+                let name = match sim.cluster.units[u].mig_profile {
+                    Some(p) => format!("nvidia_com_mig_{}", p.replace('.', "_")),
+                    None => "nvidia_com_gpu".into(),
+                };
+                *res.entry(name).or_default() += 1;
+            }
+            for (r, n) in res {
+                let labels = format!("node=\"{}\",resource=\"{r}\",unit=\"integer\",{ksm}", node.name);
+                let mut ts = ws;
+                while ts < we {
+                    self.sample("kube_node_status_capacity", &labels, &n.to_string(), ts)?;
+                    ts += step;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn phase_at(p: &SimPod, ts: i64) -> &'static str {
+    if p.finished.is_some_and(|f| f <= ts) {
+        if p.reason == Some("Completed") {
+            "Succeeded"
+        } else {
+            "Failed"
+        }
+    } else if p.started.is_some_and(|s| s <= ts) {
+        "Running"
+    } else {
+        "Pending"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_g;
+
+    #[test]
+    fn go_float_format() {
+        assert_eq!(go_g(1.5e9), "1.5e+09");
+        assert_eq!(go_g(3e8), "3e+08");
+        assert_eq!(go_g(1730000123.0), "1.730000123e+09");
+        assert_eq!(go_g(8.0), "8");
+        assert_eq!(go_g(0.2), "0.2");
+        assert_eq!(go_g(0.0), "0");
+    }
+}

@@ -1,0 +1,402 @@
+//! A discrete-time model of kube-scheduler (plus quota admission and priority preemption)
+//! running on the simulated pool. Pods arrive at arbitrary instants; the scheduler binds at
+//! every step tick; pods finish, crash or are OOM-killed at arbitrary instants.
+
+use std::cmp::Reverse;
+
+use chrono::DateTime;
+
+use super::cluster::Cluster;
+use super::rng::Rng;
+use super::workload::{rhythm, Behavior, NamespaceSpec, Priority, Resource};
+
+#[derive(Debug, Clone)]
+pub struct SimPod {
+    pub ns: usize,
+    pub name: String,
+    pub uid: String,
+    pub priority: Priority,
+    pub resource: Resource,
+    pub gpu_request: u32,
+    pub cpu_request: f64,
+    pub mem_request_bytes: i64,
+    pub created: i64,
+    pub scheduled: Option<i64>,
+    pub started: Option<i64>,
+    pub finished: Option<i64>,
+    pub node: Option<usize>,
+    pub units: Vec<usize>,
+    pub behavior: Behavior,
+    /// Planned run time (ms) once started.
+    pub work_ms: i64,
+    /// Offset from start (ms) at which a Crash/Oom job dies.
+    pub fail_after_ms: Option<i64>,
+    /// "Completed", "Error", "OOMKilled" or "Preempted" once finished.
+    pub reason: Option<&'static str>,
+    pub base_util: f64,
+    pub mem_frac: f64,
+    /// How long a crashed pod's zombie process keeps its framebuffer (ms).
+    pub zombie_ms: i64,
+}
+
+impl SimPod {
+    pub fn phase(&self) -> &'static str {
+        match (self.started, self.reason) {
+            (_, Some("Completed")) => "Succeeded",
+            (_, Some(_)) => "Failed",
+            (Some(_), None) => "Running",
+            (None, None) => "Pending",
+        }
+    }
+
+    fn planned_end(&self) -> Option<i64> {
+        let start = self.started?;
+        Some(start + self.fail_after_ms.map_or(self.work_ms, |f| f.min(self.work_ms)))
+    }
+}
+
+/// A pod holding a unit over `[start, end)` (end `i64::MAX` while still running).
+#[derive(Debug, Clone, Copy)]
+pub struct Occupancy {
+    pub start: i64,
+    pub end: i64,
+    pub pod: usize,
+}
+
+/// Framebuffer held by a crashed pod's zombie process over `[start, end)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Zombie {
+    pub start: i64,
+    pub end: i64,
+    pub mib: f32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PendingSample {
+    pub ts: i64,
+    pub pod: usize,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct QuotaSample {
+    pub ts: i64,
+    pub ns: usize,
+    pub hard: u32,
+    pub used: u32,
+}
+
+/// Everything that happened, from which the lake, the OpenMetrics history and the ledger are
+/// derived.
+#[derive(Debug)]
+pub struct Schedule {
+    pub pods: Vec<SimPod>,
+    /// Per unit, sorted by start.
+    pub occupancy: Vec<Vec<Occupancy>>,
+    /// Per unit, sorted by start.
+    pub zombies: Vec<Vec<Zombie>>,
+    pub pending: Vec<PendingSample>,
+    pub quotas: Vec<QuotaSample>,
+    pub quota_hard: Vec<u32>,
+}
+
+pub struct SchedulerParams {
+    pub sim_start_ms: i64,
+    pub end_ms: i64,
+    pub step_ms: i64,
+    pub target_util: f64,
+    pub seed: u64,
+}
+
+pub const QUOTA_SAMPLE_MS: i64 = 300_000;
+
+pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams) -> Schedule {
+    let mut rng = Rng::new(p.seed);
+    let pool = cluster.gpu_count();
+    let quota_hard: Vec<u32> = namespaces.iter().map(|ns| ((ns.quota_frac * pool as f64).round() as u32).max(1)).collect();
+    let rates: Vec<f64> = namespaces.iter().map(|ns| ns.base_rate_per_hour(pool, p.target_util)).collect();
+    let mut job_seq = vec![0u32; namespaces.len()];
+
+    let mut pods: Vec<SimPod> = Vec::new();
+    let mut holder: Vec<Option<usize>> = vec![None; cluster.units.len()];
+    let mut running: Vec<usize> = Vec::new();
+    let mut pending: Vec<usize> = Vec::new();
+    let mut used_gpus = vec![0u32; namespaces.len()];
+    let mut pending_samples = Vec::new();
+    let mut quota_samples = Vec::new();
+
+    let mut t = p.sim_start_ms;
+    while t < p.end_ms {
+        // 1. Completions, crashes and OOM kills up to this tick free their units.
+        running.retain(|&id| {
+            let pod = &mut pods[id];
+            let end = pod.planned_end().expect("running pods have started");
+            if end > t {
+                return true;
+            }
+            pod.finished = Some(end);
+            pod.reason = Some(match pod.behavior {
+                Behavior::Crash if pod.fail_after_ms.is_some_and(|f| f < pod.work_ms) => "Error",
+                Behavior::Oom if pod.fail_after_ms.is_some_and(|f| f < pod.work_ms) => "OOMKilled",
+                _ => "Completed",
+            });
+            for &u in &pod.units {
+                holder[u] = None;
+            }
+            if pod.resource == Resource::Gpu {
+                used_gpus[pod.ns] -= pod.gpu_request;
+            }
+            false
+        });
+
+        // 2. Arrivals in (t - step, t].
+        let now = DateTime::from_timestamp_millis(t).expect("valid time");
+        for (ns_idx, ns) in namespaces.iter().enumerate() {
+            let mean = rates[ns_idx] * rhythm(now) * p.step_ms as f64 / 3_600_000.0;
+            for _ in 0..rng.poisson(mean) {
+                job_seq[ns_idx] += 1;
+                let created = t - rng.int(0, p.step_ms - 1);
+                let pod = new_job(&mut rng, ns_idx, ns, job_seq[ns_idx], created);
+                pending.push(pods.len());
+                pods.push(pod);
+            }
+        }
+
+        // 3. Scheduling pass: highest priority first, then oldest.
+        pending.sort_by_key(|&id| (Reverse(pods[id].priority), pods[id].created, id));
+        let mut still_pending = Vec::with_capacity(pending.len());
+        for id in std::mem::take(&mut pending) {
+            if pods[id].created > t {
+                still_pending.push(id);
+                continue;
+            }
+            let (ns, req, resource, priority) = (pods[id].ns, pods[id].gpu_request, pods[id].resource, pods[id].priority);
+            if resource == Resource::Gpu && used_gpus[ns] + req > quota_hard[ns] {
+                pending_samples.push(PendingSample { ts: t, pod: id, reason: "QuotaExceeded" });
+                still_pending.push(id);
+                continue;
+            }
+            let mut placement = place(cluster, &namespaces[ns], &holder, resource, req);
+            if placement.is_none() && priority == Priority::High {
+                if let Some(victims) = choose_victims(cluster, &namespaces[ns], &holder, &pods, resource, req, priority) {
+                    for v in victims {
+                        let replacement = preempt(&mut pods, v, t, &mut holder, &mut used_gpus);
+                        running.retain(|&r| r != v);
+                        if let Some(r) = replacement {
+                            still_pending.push(pods.len());
+                            pods.push(r);
+                        }
+                    }
+                    placement = place(cluster, &namespaces[ns], &holder, resource, req);
+                }
+            }
+            match placement {
+                Some((node, units)) => {
+                    let delay = rng.int(2_000, 25_000);
+                    let pod = &mut pods[id];
+                    pod.scheduled = Some(t);
+                    pod.started = Some(t + delay);
+                    pod.node = Some(node);
+                    for &u in &units {
+                        holder[u] = Some(id);
+                    }
+                    pod.units = units;
+                    if resource == Resource::Gpu {
+                        used_gpus[ns] += req;
+                    }
+                    running.push(id);
+                }
+                None => {
+                    pending_samples.push(PendingSample { ts: t, pod: id, reason: "Unschedulable" });
+                    still_pending.push(id);
+                }
+            }
+        }
+        pending = still_pending;
+
+        if t.rem_euclid(QUOTA_SAMPLE_MS) < p.step_ms {
+            for ns in 0..namespaces.len() {
+                quota_samples.push(QuotaSample { ts: t, ns, hard: quota_hard[ns], used: used_gpus[ns] });
+            }
+        }
+        t += p.step_ms;
+    }
+
+    // Crashed pods leave a zombie holding framebuffer on their GPUs.
+    for pod in pods.iter_mut() {
+        if pod.reason == Some("Error") {
+            pod.zombie_ms = rng.int(600_000, 4 * 3_600_000);
+        }
+    }
+    let mut occupancy = vec![Vec::new(); cluster.units.len()];
+    let mut zombies = vec![Vec::new(); cluster.units.len()];
+    for (id, pod) in pods.iter().enumerate() {
+        let Some(start) = pod.started else { continue };
+        let end = pod.finished.unwrap_or(i64::MAX);
+        for &u in &pod.units {
+            occupancy[u].push(Occupancy { start, end, pod: id });
+            if pod.reason == Some("Error") {
+                let mib = (pod.mem_frac * cluster.units[u].fb_mib as f64) as f32;
+                zombies[u].push(Zombie { start: end, end: end + pod.zombie_ms, mib });
+            }
+        }
+    }
+    for list in occupancy.iter_mut() {
+        list.sort_by_key(|o| o.start);
+    }
+    for list in zombies.iter_mut() {
+        list.sort_by_key(|z| z.start);
+    }
+    Schedule { pods, occupancy, zombies, pending: pending_samples, quotas: quota_samples, quota_hard }
+}
+
+fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: i64) -> SimPod {
+    let resource = if rng.f64() < ns.mig_frac {
+        Resource::Mig(if rng.f64() < 0.5 { "3g.40gb" } else { "4g.40gb" })
+    } else {
+        Resource::Gpu
+    };
+    let gpus = if resource == Resource::Gpu { ns.pick_size(rng) } else { 1 };
+    let work_ms = (rng.log_uniform(ns.dur_s.0, ns.dur_s.1) * 1000.0) as i64;
+    let behavior = ns.pick_behavior(rng);
+    let fail_after_ms = matches!(behavior, Behavior::Crash | Behavior::Oom).then(|| (work_ms as f64 * rng.range(0.1, 0.9)) as i64);
+    let short = ns.name.trim_start_matches("team-");
+    SimPod {
+        ns: ns_idx,
+        name: format!("{short}-{}-{seq:05}", ns.container),
+        uid: new_uid(rng),
+        priority: ns.priority,
+        resource,
+        gpu_request: gpus,
+        cpu_request: 8.0 * gpus as f64,
+        mem_request_bytes: 64 * (1 << 30) * gpus as i64,
+        created,
+        scheduled: None,
+        started: None,
+        finished: None,
+        node: None,
+        units: Vec::new(),
+        behavior,
+        work_ms,
+        fail_after_ms,
+        reason: None,
+        base_util: rng.range(ns.util.0, ns.util.1),
+        mem_frac: rng.range(0.35, 0.9),
+        zombie_ms: 0,
+    }
+}
+
+fn new_uid(rng: &mut Rng) -> String {
+    let a = rng.next_u64();
+    let b = rng.next_u64();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        (a >> 32) as u32,
+        (a >> 16) as u16,
+        a as u16 & 0x0fff,
+        ((b >> 48) as u16 & 0x3fff) | 0x8000,
+        b & 0xFFFF_FFFF_FFFF
+    )
+}
+
+fn node_fits(cluster: &Cluster, ns: &NamespaceSpec, node: usize, resource: Resource) -> bool {
+    let n = &cluster.nodes[node];
+    match resource {
+        Resource::Gpu => !n.mig && ns.models.contains(&n.model.kind),
+        Resource::Mig(_) => n.mig,
+    }
+}
+
+fn unit_matches(cluster: &Cluster, u: usize, resource: Resource) -> bool {
+    match resource {
+        Resource::Gpu => true,
+        Resource::Mig(profile) => cluster.units[u].mig_profile == Some(profile),
+    }
+}
+
+/// Best fit: the node of an acceptable model left with the fewest free units.
+fn place(cluster: &Cluster, ns: &NamespaceSpec, holder: &[Option<usize>], resource: Resource, req: u32) -> Option<(usize, Vec<usize>)> {
+    let mut best: Option<(usize, usize, Vec<usize>)> = None;
+    for node in 0..cluster.nodes.len() {
+        if !node_fits(cluster, ns, node, resource) {
+            continue;
+        }
+        let free: Vec<usize> =
+            cluster.nodes[node].units.iter().copied().filter(|&u| holder[u].is_none() && unit_matches(cluster, u, resource)).collect();
+        if free.len() >= req as usize {
+            let left = free.len() - req as usize;
+            if best.as_ref().is_none_or(|b| left < b.1) {
+                best = Some((node, left, free[..req as usize].to_vec()));
+            }
+        }
+    }
+    best.map(|(node, _, units)| (node, units))
+}
+
+/// The fewest lower-priority pods whose eviction frees enough units on one node.
+fn choose_victims(
+    cluster: &Cluster,
+    ns: &NamespaceSpec,
+    holder: &[Option<usize>],
+    pods: &[SimPod],
+    resource: Resource,
+    req: u32,
+    priority: Priority,
+) -> Option<Vec<usize>> {
+    let mut best: Option<Vec<usize>> = None;
+    for node in 0..cluster.nodes.len() {
+        if !node_fits(cluster, ns, node, resource) {
+            continue;
+        }
+        let units: Vec<usize> = cluster.nodes[node].units.iter().copied().filter(|&u| unit_matches(cluster, u, resource)).collect();
+        let mut free = units.iter().filter(|&&u| holder[u].is_none()).count();
+        let mut candidates: Vec<usize> = units.iter().filter_map(|&u| holder[u]).filter(|&p| pods[p].priority < priority).collect();
+        candidates.sort_by_key(|&p| (pods[p].priority, Reverse(pods[p].started), p));
+        candidates.dedup();
+        let mut victims = Vec::new();
+        for v in candidates {
+            if free >= req as usize {
+                break;
+            }
+            free += pods[v].units.iter().filter(|u| units.contains(u)).count();
+            victims.push(v);
+        }
+        if free >= req as usize && !victims.is_empty() && best.as_ref().is_none_or(|b| victims.len() < b.len()) {
+            best = Some(victims);
+        }
+    }
+    best
+}
+
+/// Evicts `victim` at `t`; returns the replacement pod (same name, new uid) that its
+/// controller creates for the remaining work, if any is left.
+fn preempt(pods: &mut Vec<SimPod>, victim: usize, t: i64, holder: &mut [Option<usize>], used: &mut [u32]) -> Option<SimPod> {
+    let pod = &mut pods[victim];
+    let started = pod.started.expect("victims are running");
+    let done = (t - started).max(0);
+    pod.finished = Some(t.max(started));
+    pod.reason = Some("Preempted");
+    for &u in &pod.units {
+        holder[u] = None;
+    }
+    if pod.resource == Resource::Gpu {
+        used[pod.ns] -= pod.gpu_request;
+    }
+    let left = pod.work_ms - done;
+    if left < 60_000 {
+        return None;
+    }
+    let mut uid_rng = Rng::new(super::rng::mix(victim as u64 ^ (t as u64).rotate_left(17)));
+    let mut next = pod.clone();
+    next.uid = new_uid(&mut uid_rng);
+    next.created = t + 1_000;
+    next.scheduled = None;
+    next.started = None;
+    next.finished = None;
+    next.node = None;
+    next.units = Vec::new();
+    next.reason = None;
+    next.work_ms = left;
+    next.fail_after_ms = next.fail_after_ms.map(|f| (f - done).max(1_000));
+    Some(next)
+}

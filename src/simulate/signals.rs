@@ -1,0 +1,161 @@
+//! Per-step DCGM signals of every GPU: utilisation, framebuffer, power, energy, temperature
+//! and XID errors, as a pure function of the schedule and the step, so the lake writer, the
+//! OpenMetrics writer and the ledger all see the same values.
+
+use super::cluster::Cluster;
+use super::rng::{hash01, hash_normal};
+use super::scheduler::{Occupancy, Schedule, Zombie};
+use super::workload::Behavior;
+
+/// One unit (whole GPU or MIG instance) at one step.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnitStep {
+    pub pod: Option<usize>,
+    /// Utilisation in percent (GPU_UTIL; GR_ENGINE_ACTIVE x 100 on MIG).
+    pub util_pct: f64,
+    pub mem_used_mib: f64,
+    /// The physical GPU's power x this unit's share.
+    pub power_w: f64,
+    pub temp_c: f64,
+    pub xid: i32,
+}
+
+/// One physical GPU at one step.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuStep {
+    /// Power of the whole GPU (W).
+    pub power_w: f64,
+    pub temp_c: f64,
+    pub units: [UnitStep; 2],
+    pub n_units: usize,
+}
+
+pub struct SignalModel<'a> {
+    pub cluster: &'a Cluster,
+    pub schedule: &'a Schedule,
+    pub seed: u64,
+    pub step_ms: i64,
+}
+
+/// Finds the interval covering `ts` in a sorted, non-overlapping list.
+fn covering<T>(list: &[T], ts: i64, start: impl Fn(&T) -> i64, end: impl Fn(&T) -> i64) -> Option<&T> {
+    let idx = list.partition_point(|x| start(x) <= ts);
+    if idx == 0 {
+        return None;
+    }
+    let x = &list[idx - 1];
+    (ts < end(x)).then_some(x)
+}
+
+/// Walks a unit's occupancy and zombie lists forward in time.
+#[derive(Debug, Default, Clone)]
+pub struct UnitCursor {
+    occ: usize,
+    zombie: usize,
+}
+
+impl UnitCursor {
+    pub fn at(&mut self, occ: &[Occupancy], zombies: &[Zombie], ts: i64) -> (Option<usize>, Option<f32>) {
+        while self.occ < occ.len() && occ[self.occ].end <= ts {
+            self.occ += 1;
+        }
+        let holder = occ.get(self.occ).filter(|o| o.start <= ts).map(|o| o.pod);
+        while self.zombie < zombies.len() && zombies[self.zombie].end <= ts {
+            self.zombie += 1;
+        }
+        let zombie = zombies.get(self.zombie).filter(|z| z.start <= ts).map(|z| z.mib);
+        (holder, zombie)
+    }
+}
+
+impl<'a> SignalModel<'a> {
+    pub fn holder_at(&self, unit: usize, ts: i64) -> Option<usize> {
+        covering(&self.schedule.occupancy[unit], ts, |o| o.start, |o| o.end).map(|o| o.pod)
+    }
+
+    pub fn zombie_at(&self, unit: usize, ts: i64) -> Option<f32> {
+        covering(&self.schedule.zombies[unit], ts, |z| z.start, |z| z.end).map(|z| z.mib)
+    }
+
+    /// The GPU at `ts` (random access; the writers use `UnitCursor` instead).
+    pub fn gpu_at(&self, gpu: usize, ts: i64) -> GpuStep {
+        let units = &self.cluster.gpus[gpu].units;
+        let mut holders = [None; 2];
+        let mut zombies = [None; 2];
+        for (i, &u) in units.iter().enumerate() {
+            holders[i] = self.holder_at(u, ts);
+            zombies[i] = self.zombie_at(u, ts);
+        }
+        self.gpu_step(gpu, ts, &holders, &zombies)
+    }
+
+    /// All signals of physical GPU `gpu` at `ts`, given who holds each of its units.
+    pub fn gpu_step(&self, gpu: usize, ts: i64, holders: &[Option<usize>; 2], zombies: &[Option<f32>; 2]) -> GpuStep {
+        let phys = &self.cluster.gpus[gpu];
+        let model = phys.model;
+        let step_no = (ts.div_euclid(self.step_ms)) as u64;
+        let mut out = GpuStep { power_w: 0.0, temp_c: 0.0, units: [UnitStep::default(); 2], n_units: phys.units.len() };
+        let mut busy = 0.0;
+        let mut zombie_load = 0.0;
+        for (i, &u) in phys.units.iter().enumerate() {
+            let unit = &self.cluster.units[u];
+            let key = u as u64;
+            let mut s = UnitStep { pod: holders[i], ..UnitStep::default() };
+            match holders[i] {
+                Some(id) => {
+                    let pod = &self.schedule.pods[id];
+                    let noise = hash_normal(self.seed, key, step_no, 1);
+                    let util = match pod.behavior {
+                        Behavior::Idle => {
+                            if hash01(self.seed, key, step_no, 2) < 0.9 {
+                                0.0
+                            } else {
+                                3.0 * hash01(self.seed, key, step_no, 3)
+                            }
+                        }
+                        Behavior::DataStarved if (step_no + id as u64) % 12 < 4 => 0.0,
+                        _ => pod.base_util + 6.0 * noise,
+                    };
+                    let util = util.clamp(0.0, 100.0);
+                    s.util_pct = if unit.mig_profile.is_some() { (util * 100.0).round() / 100.0 } else { util.round() };
+                    let fb = unit.fb_mib as f64;
+                    let started = pod.started.unwrap_or(ts);
+                    s.mem_used_mib = match (pod.behavior, pod.fail_after_ms) {
+                        (Behavior::Oom, Some(f)) => {
+                            let progress = ((ts - started) as f64 / f.max(1) as f64).clamp(0.0, 1.0);
+                            fb * (0.5 + 0.49 * progress)
+                        }
+                        _ => fb * pod.mem_frac * (1.0 + 0.01 * hash_normal(self.seed, key, step_no, 4)).min(1.0),
+                    }
+                    .round()
+                    .min(fb);
+                    if pod.reason == Some("Error") {
+                        if let Some(end) = pod.finished {
+                            if ts < end && ts + self.step_ms >= end {
+                                s.xid = 31;
+                            }
+                        }
+                    }
+                    busy += s.util_pct / 100.0 * unit.share;
+                }
+                None => {
+                    if let Some(mib) = zombies[i] {
+                        s.mem_used_mib = mib as f64;
+                        zombie_load += 0.04 * unit.share;
+                    }
+                }
+            }
+            out.units[i] = s;
+        }
+        let jitter = 0.92 + 0.08 * hash01(self.seed, gpu as u64, step_no, 5);
+        let power = model.idle_w * (1.0 + zombie_load) + (model.max_w - model.idle_w) * busy * jitter;
+        out.power_w = (power * 1000.0).round() / 1000.0;
+        out.temp_c = (28.0 + 50.0 * busy + 1.5 * hash_normal(self.seed, gpu as u64, step_no, 6)).round();
+        for i in 0..out.n_units {
+            let share = self.cluster.units[phys.units[i]].share;
+            out.units[i].power_w = out.power_w * share;
+            out.units[i].temp_c = out.temp_c;
+        }
+        out
+    }
+}

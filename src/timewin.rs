@@ -1,0 +1,111 @@
+//! Report windows: `--month YYYY-MM`, `--from T --to T` with T as RFC 3339 or `YYYY-MM-DD` (UTC).
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc};
+
+/// A half-open UTC interval `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum WindowError {
+    #[error("{arg}: expected RFC 3339 (2026-10-01T00:00:00Z) or YYYY-MM-DD, got {value:?}")]
+    BadTime { arg: &'static str, value: String },
+    #[error("--month: expected YYYY-MM or `last`, got {0:?}")]
+    BadMonth(String),
+    #[error("empty window: --from {from} is not before --to {to}")]
+    Empty { from: String, to: String },
+}
+
+pub fn parse_time(arg: &'static str, value: &str) -> Result<DateTime<Utc>, WindowError> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(value) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(value, "%Y-%m-%d") {
+        return Ok(d.and_time(NaiveTime::MIN).and_utc());
+    }
+    Err(WindowError::BadTime { arg, value: value.to_string() })
+}
+
+pub fn first_of_month(year: i32, month: u32) -> Option<NaiveDate> {
+    NaiveDate::from_ymd_opt(year, month, 1)
+}
+
+impl Window {
+    pub fn new(start: DateTime<Utc>, end: DateTime<Utc>) -> Result<Window, WindowError> {
+        if start >= end {
+            return Err(WindowError::Empty { from: start.to_rfc3339(), to: end.to_rfc3339() });
+        }
+        Ok(Window { start, end })
+    }
+
+    /// `YYYY-MM`, or `last` for the calendar month before `now`.
+    pub fn month(spec: &str, now: DateTime<Utc>) -> Result<Window, WindowError> {
+        let first = if spec == "last" {
+            let this = first_of_month(now.year(), now.month()).expect("valid");
+            let prev = this - Duration::days(1);
+            first_of_month(prev.year(), prev.month()).expect("valid")
+        } else {
+            NaiveDate::parse_from_str(&format!("{spec}-01"), "%Y-%m-%d").map_err(|_| WindowError::BadMonth(spec.into()))?
+        };
+        let next = if first.month() == 12 {
+            first_of_month(first.year() + 1, 1)
+        } else {
+            first_of_month(first.year(), first.month() + 1)
+        }
+        .expect("valid");
+        Ok(Window { start: first.and_time(NaiveTime::MIN).and_utc(), end: next.and_time(NaiveTime::MIN).and_utc() })
+    }
+
+    /// The window's label for report folders: `YYYY-MM` for a calendar month, else `FROM_TO`.
+    pub fn label(&self) -> String {
+        let s = self.start.date_naive();
+        if s.day() == 1 && self.start.time() == NaiveTime::MIN {
+            if let Ok(m) = Window::month(&s.format("%Y-%m").to_string(), self.start) {
+                if m == *self {
+                    return s.format("%Y-%m").to_string();
+                }
+            }
+        }
+        format!("{}_{}", self.start.format("%Y%m%dT%H%M%SZ"), self.end.format("%Y%m%dT%H%M%SZ"))
+    }
+
+    /// First and last `date=` partitions that can hold rows of the window.
+    pub fn date_bounds(&self) -> (NaiveDate, NaiveDate) {
+        let last = (self.end - Duration::milliseconds(1)).date_naive();
+        (self.start.date_naive(), last)
+    }
+
+    pub fn seconds(&self) -> i64 {
+        (self.end - self.start).num_seconds()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn month_windows() {
+        let now = parse_time("now", "2026-01-15").unwrap();
+        let w = Window::month("last", now).unwrap();
+        assert_eq!(w.start, parse_time("x", "2025-12-01").unwrap());
+        assert_eq!(w.end, parse_time("x", "2026-01-01").unwrap());
+        assert_eq!(w.label(), "2025-12");
+        let feb = Window::month("2028-02", now).unwrap();
+        assert_eq!(feb.seconds(), 29 * 86400);
+        assert!(Window::month("2026-13", now).is_err());
+        let odd = Window::new(parse_time("f", "2026-01-02T06:00:00Z").unwrap(), parse_time("t", "2026-01-03").unwrap()).unwrap();
+        assert_eq!(odd.label(), "20260102T060000Z_20260103T000000Z");
+        assert_eq!(odd.date_bounds(), (NaiveDate::from_ymd_opt(2026, 1, 2).unwrap(), NaiveDate::from_ymd_opt(2026, 1, 2).unwrap()));
+    }
+
+    #[test]
+    fn bad_times_name_the_argument() {
+        let e = parse_time("--from", "yesterday").unwrap_err();
+        assert!(e.to_string().contains("--from"));
+        assert!(Window::new(parse_time("a", "2026-01-02").unwrap(), parse_time("b", "2026-01-01").unwrap()).is_err());
+    }
+}
