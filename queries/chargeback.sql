@@ -33,17 +33,20 @@ priced AS (
     ON x.gpu_model = g.model AND x.ts >= g.effective_from AND x.ts < g.effective_to
   LEFT JOIN power_prices p
     ON x.ts >= p.effective_from AND x.ts < p.effective_to
+),
+per_namespace AS (
+  SELECT
+    c.namespace,
+    SUM(c.gpu_us)                                            AS gpu_us,
+    SUM(c.energy_mj)                                         AS energy_mj,
+    SUM(c.util_gpu_us)                                       AS util_gpu_us,
+    SUM(c.cloud_cost_us) / CAST(3600000000 AS DECIMAL(38, 0)) AS cloud_cost,
+    SUM(c.power_cost_mj) / CAST(3600000000 AS DECIMAL(38, 0)) AS power_cost,
+    SUM(c.unpriced_gpu_us)                                   AS unpriced_gpu_us
+  FROM priced c
+  GROUP BY c.namespace
 )
-SELECT
-  c.namespace                                          AS namespace,
-  t.team                                               AS team,
-  SUM(c.gpu_us)                                        AS gpu_us,
-  SUM(c.energy_mj)                                     AS energy_mj,
-  SUM(c.util_gpu_us)                                   AS util_gpu_us,
-  SUM(c.cloud_cost_us) / CAST(3600000000 AS DECIMAL(38, 0))   AS cloud_cost,
-  SUM(c.power_cost_mj) / CAST(3600000000 AS DECIMAL(38, 0))   AS power_cost,
-  SUM(c.unpriced_gpu_us)                               AS unpriced_gpu_us
-FROM priced c
-LEFT JOIN teams t ON t.namespace = c.namespace
-GROUP BY c.namespace, t.team
-ORDER BY c.namespace
+SELECT n.namespace, t.team, n.gpu_us, n.energy_mj, n.util_gpu_us, n.cloud_cost, n.power_cost, n.unpriced_gpu_us
+FROM per_namespace n
+LEFT JOIN teams t ON t.namespace = n.namespace
+ORDER BY n.namespace

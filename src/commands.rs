@@ -118,7 +118,7 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         step_s: args.step,
         start,
         warmup_days: args.warmup_days,
-        target_util: 0.85,
+        target_util: 0.75,
     };
     let t0 = Instant::now();
     let sim = match &args.trace {
@@ -204,11 +204,25 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         trace: None,
     };
     simulate(ctx, &sim_args)?;
+    // The simulated tenants' teams, unless the config maps namespaces itself; saved as
+    // DIR/gpuledger.toml so later `report` and `query` runs see the same lake and teams.
+    let mut config = ctx.config.clone();
+    if config.teams.is_empty() {
+        for ns in crate::simulate::workload::default_namespaces() {
+            config.teams.insert(ns.name.to_string(), ns.team.to_string());
+        }
+    }
+    let mut toml_text = String::from("# Written by `gpuledger demo`: gpuledger --config <this file> report chargeback --month <month>\n[lake]\npath = \"lake\"\n\n[teams]\n");
+    for (ns, team) in &config.teams {
+        toml_text.push_str(&format!("{ns:?} = {team:?}\n"));
+    }
+    Config::parse(&toml_text, "demo config").context("the demo's own config")?;
+    report::write_atomic(&args.out.join("gpuledger.toml"), toml_text.as_bytes())?;
     let lake = Lake::new(args.out.join("lake"));
     let dir = args.out.join("reports").join(window.label());
     let mut chargeback_table = String::new();
     for kind in ReportKind::ALL {
-        let report = build_report(ctx, &lake, kind, &window).await?;
+        let report = build_report(ctx, &config, &lake, kind, &window).await?;
         write_all_formats(&report, &dir)?;
         if kind == ReportKind::Chargeback {
             chargeback_table = String::from_utf8(report.render(Format::Table)?).expect("utf-8");
@@ -229,15 +243,15 @@ fn write_all_formats(report: &Report, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn build_report(ctx: &Context_, lake: &Lake, kind: ReportKind, window: &Window) -> Result<Report> {
-    let session = ctx.session.build(lake, &ctx.config).await?;
+async fn build_report(ctx: &Context_, config: &Config, lake: &Lake, kind: ReportKind, window: &Window) -> Result<Report> {
+    let session = ctx.session.build(lake, config).await?;
     match kind {
         ReportKind::Chargeback => {
             let cb = chargeback::compute(&session, &ctx.queries, window).await?;
             if !cb.gpu_us_conserved() || !cb.energy_conserved() {
                 tracing::error!("chargeback does not conserve the cluster total; see the conservation line");
             }
-            Ok(cb.to_report(&ctx.config))
+            Ok(cb.to_report(config))
         }
     }
 }
@@ -267,7 +281,7 @@ fn emit(bytes: &[u8], format: Format, output: Option<&Path>) -> Result<()> {
 
 async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
-    let report = build_report(ctx, &ctx.lake, args.kind, &window).await?;
+    let report = build_report(ctx, &ctx.config, &ctx.lake, args.kind, &window).await?;
     emit(&report.render(args.format)?, args.format, args.output.as_deref())
 }
 

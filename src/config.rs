@@ -162,7 +162,18 @@ impl Config {
     /// Loads `path`; a missing file is an error only when `required` (an explicit `--config`).
     pub fn load(path: &Path, required: bool) -> Result<Config> {
         match std::fs::read_to_string(path) {
-            Ok(text) => Config::parse(&text, &path.display().to_string()),
+            Ok(text) => {
+                let mut config = Config::parse(&text, &path.display().to_string())?;
+                // Relative paths in a config file are relative to the file.
+                let base = path.parent().unwrap_or(Path::new(""));
+                if config.lake.path.is_relative() {
+                    config.lake.path = base.join(&config.lake.path);
+                }
+                if let Some(dir) = config.queries.dir.as_mut().filter(|d| d.is_relative()) {
+                    *dir = base.join(&*dir);
+                }
+                Ok(config)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Config::default()),
             Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }),
         }

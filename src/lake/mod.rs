@@ -1,6 +1,7 @@
 //! The Parquet lake: one explicit schema per table (`schema`), the on-disk layout
 //! (`layout`) and the atomic writer (`writer`).
 
+pub mod import;
 pub mod layout;
 pub mod schema;
 pub mod writer;

@@ -111,7 +111,7 @@ pub fn writer_properties(table: Table, date: NaiveDate) -> WriterProperties {
         .collect();
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid zstd level")))
-        .set_max_row_group_size(ROW_GROUP_ROWS)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_dictionary_enabled(true)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_sorting_columns(Some(sorting))

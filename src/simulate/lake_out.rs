@@ -175,7 +175,7 @@ impl LakeOutput<'_> {
                     mem.append_value(us.mem_used_mib as f32);
                     mem_total.append_value(unit.fb_mib);
                     power.append_value(us.power_w as f32);
-                    energy.append_value(us.power_w * len_s as f64);
+                    energy.append_value(sample.energy_between(t, t + len_s as i64 * 1000) * unit.share);
                     temp.append_value(us.temp_c as f32);
                     xid.append_value(us.xid);
                 }

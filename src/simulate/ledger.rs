@@ -65,7 +65,8 @@ pub fn compute(
     }
 
     // GPU time and energy: exact holding intervals, clipped to the window; energy integrates
-    // the GPU's (piecewise-constant) power over the exact overlap with each step.
+    // the GPU's piecewise-constant power over the exact overlap of each interval and step
+    // (a MIG instance gets its share of its GPU's energy).
     let mut held_seconds = 0.0;
     let mut held_energy = 0.0;
     for (u, list) in schedule.occupancy.iter().enumerate() {
@@ -83,8 +84,7 @@ pub fn compute(
             let mut k = ws + (s - ws).div_euclid(step) * step;
             let mut energy = 0.0;
             while k < e {
-                let overlap = (e.min(k + step) - s.max(k)) as f64 / 1000.0;
-                energy += model.gpu_at(unit.gpu, k).power_w * unit.share * overlap;
+                energy += model.gpu_at(unit.gpu, k).energy_between(s.max(k), e.min(k + step)) * unit.share;
                 k += step;
             }
             entry.energy_j += energy;
@@ -97,7 +97,7 @@ pub fn compute(
     for gpu in 0..cluster.gpus.len() {
         let mut k = ws;
         while k < we {
-            cluster_energy += model.gpu_at(gpu, k).power_w * ((we.min(k + step) - k) as f64 / 1000.0);
+            cluster_energy += model.gpu_at(gpu, k).energy_between(k, we.min(k + step));
             k += step;
         }
     }

@@ -136,7 +136,7 @@ impl<W: Write> OmWriter<'_, W> {
                     acc = 0.0;
                 }
                 c.push(acc.round() as u64);
-                acc += self.model.gpu_at(g, ws + k as i64 * step).power_w * (step as f64);
+                acc += self.model.gpu_at(g, ws + k as i64 * step).energy_j() * 1000.0;
             }
             counters.push(c);
         }

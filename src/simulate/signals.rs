@@ -20,14 +20,46 @@ pub struct UnitStep {
     pub xid: i32,
 }
 
-/// One physical GPU at one step.
+/// One physical GPU at one step `[ts, ts + step)`.
+///
+/// Power is the idle draw plus each busy unit's dynamic draw. A pod's work starts at the
+/// first step it holds the unit at the step's start (the part-step after a container starts
+/// is spent loading, at idle power) and stops the instant the pod finishes, so a step's
+/// energy is the exact integral of that piecewise-constant power, as a real energy counter
+/// would measure it.
 #[derive(Debug, Clone, Copy)]
 pub struct GpuStep {
-    /// Power of the whole GPU (W).
+    pub ts: i64,
+    pub step_ms: i64,
+    /// Instantaneous power of the whole GPU at `ts` (W), what DCGM_FI_DEV_POWER_USAGE reads.
     pub power_w: f64,
+    /// Draw that lasts the whole step (W).
+    pub base_w: f64,
+    /// Per unit: dynamic draw (W) and the instant (ms) it stops, at most `ts + step_ms`.
+    pub busy: [(f64, i64); 2],
     pub temp_c: f64,
     pub units: [UnitStep; 2],
     pub n_units: usize,
+}
+
+impl GpuStep {
+    /// Energy (J) the whole GPU draws over `[a, b)`, a sub-interval of this step.
+    pub fn energy_between(&self, a: i64, b: i64) -> f64 {
+        let (a, b) = (a.max(self.ts), b.min(self.ts + self.step_ms));
+        if a >= b {
+            return 0.0;
+        }
+        let mut e = self.base_w * (b - a) as f64;
+        for &(w, until) in &self.busy[..self.n_units] {
+            e += w * (b.min(until) - a).max(0) as f64;
+        }
+        e / 1000.0
+    }
+
+    /// Energy (J) over the whole step.
+    pub fn energy_j(&self) -> f64 {
+        self.energy_between(self.ts, self.ts + self.step_ms)
+    }
 }
 
 pub struct SignalModel<'a> {
@@ -94,8 +126,18 @@ impl<'a> SignalModel<'a> {
         let phys = &self.cluster.gpus[gpu];
         let model = phys.model;
         let step_no = (ts.div_euclid(self.step_ms)) as u64;
-        let mut out = GpuStep { power_w: 0.0, temp_c: 0.0, units: [UnitStep::default(); 2], n_units: phys.units.len() };
+        let mut out = GpuStep {
+            ts,
+            step_ms: self.step_ms,
+            power_w: 0.0,
+            base_w: 0.0,
+            busy: [(0.0, ts); 2],
+            temp_c: 0.0,
+            units: [UnitStep::default(); 2],
+            n_units: phys.units.len(),
+        };
         let mut busy = 0.0;
+        let mut busy_until = [ts; 2];
         let mut zombie_load = 0.0;
         for (i, &u) in phys.units.iter().enumerate() {
             let unit = &self.cluster.units[u];
@@ -137,6 +179,7 @@ impl<'a> SignalModel<'a> {
                         }
                     }
                     busy += s.util_pct / 100.0 * unit.share;
+                    busy_until[i] = pod.finished.map_or(ts + self.step_ms, |f| f.min(ts + self.step_ms));
                 }
                 None => {
                     if let Some(mib) = zombies[i] {
@@ -148,7 +191,13 @@ impl<'a> SignalModel<'a> {
             out.units[i] = s;
         }
         let jitter = 0.92 + 0.08 * hash01(self.seed, gpu as u64, step_no, 5);
-        let power = model.idle_w * (1.0 + zombie_load) + (model.max_w - model.idle_w) * busy * jitter;
+        out.base_w = model.idle_w * (1.0 + zombie_load);
+        let dynamic = (model.max_w - model.idle_w) * jitter;
+        for (i, &u) in phys.units.iter().enumerate() {
+            let unit = &self.cluster.units[u];
+            out.busy[i] = (dynamic * out.units[i].util_pct / 100.0 * unit.share, busy_until[i]);
+        }
+        let power = out.base_w + dynamic * busy;
         out.power_w = (power * 1000.0).round() / 1000.0;
         out.temp_c = (28.0 + 50.0 * busy + 1.5 * hash_normal(self.seed, gpu as u64, step_no, 6)).round();
         for i in 0..out.n_units {

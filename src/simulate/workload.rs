@@ -87,7 +87,7 @@ pub fn default_namespaces() -> Vec<NamespaceSpec> {
         NamespaceSpec { name: "team-recsys", team: "ads", priority: Priority::Medium, container: "worker", quota_frac: 0.20, load: 0.14, models: &[A100], sizes: &[(1, 3.0), (2, 1.0)], dur_s: (1800.0, 28_800.0), mig_frac: 0.0, util: (45.0, 85.0), behaviors: [0.70, 0.0, 0.20, 0.05, 0.05] },
         NamespaceSpec { name: "team-research", team: "research", priority: Priority::Low, container: "notebook", quota_frac: 0.20, load: 0.16, models: &[A100, H100], sizes: &[(1, 4.0), (2, 1.0)], dur_s: (3600.0, 259_200.0), mig_frac: 0.0, util: (30.0, 90.0), behaviors: [0.45, 0.45, 0.0, 0.05, 0.05] },
         NamespaceSpec { name: "team-inference", team: "serving", priority: Priority::High, container: "server", quota_frac: 0.15, load: 0.12, models: &[L4], sizes: &[(1, 1.0)], dur_s: (21_600.0, 259_200.0), mig_frac: 0.5, util: (20.0, 60.0), behaviors: [0.85, 0.10, 0.0, 0.05, 0.0] },
-        NamespaceSpec { name: "team-batch", team: "data-platform", priority: Priority::Low, container: "job", quota_frac: 0.12, load: 0.10, models: &[L4, A100], sizes: &[(1, 3.0), (2, 1.0)], dur_s: (300.0, 7200.0), mig_frac: 0.0, util: (50.0, 95.0), behaviors: [0.60, 0.0, 0.30, 0.0, 0.10] },
+        NamespaceSpec { name: "team-batch", team: "data-platform", priority: Priority::Low, container: "job", quota_frac: 0.16, load: 0.10, models: &[L4, A100], sizes: &[(1, 3.0), (2, 1.0)], dur_s: (300.0, 7200.0), mig_frac: 0.0, util: (50.0, 95.0), behaviors: [0.60, 0.0, 0.30, 0.0, 0.10] },
     ]
 }
 

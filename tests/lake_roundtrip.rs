@@ -1,0 +1,159 @@
+//! The lake writer and reader: schema, sort order, Parquet layout, idempotent rewrite of a
+//! day, orphaned temp files, and an empty lake.
+
+mod common;
+
+use std::fs::File;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, Float32Array, Float64Array, Int16Array, Int32Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::compute::cast;
+use arrow::datatypes::TimestampMillisecondType;
+use chrono::NaiveDate;
+use gpuledger::config::Config;
+use gpuledger::engine::{run_query, SessionBuilder};
+use gpuledger::lake::{write_partition, Lake, Table};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, Encoding};
+
+const DAY_MS: i64 = 1_790_812_800_000; // 2026-10-01T00:00:00Z
+
+fn day() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2026, 10, 1).unwrap()
+}
+
+/// `n` GPU rows per GPU for `gpus` GPUs, deliberately in reverse order.
+fn gpu_batch(gpus: usize, n: usize, util: f32) -> RecordBatch {
+    let schema = Table::GpuSamples.schema();
+    let mut rows: Vec<(i64, String, String)> = Vec::new();
+    for g in 0..gpus {
+        for k in 0..n {
+            rows.push((DAY_MS + k as i64 * 30_000, format!("node-{}", g % 2), format!("GPU-{g:03}")));
+        }
+    }
+    rows.reverse();
+    let len = rows.len();
+    let dict = |v: Vec<Option<&str>>| cast(&StringArray::from(v), &gpuledger::lake::schema::label_type()).unwrap();
+    let columns: Vec<Arc<dyn Array>> = vec![
+        Arc::new(TimestampMillisecondArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()).with_timezone("UTC")),
+        Arc::new(Int32Array::from(vec![30; len])),
+        dict(rows.iter().map(|r| Some(r.1.as_str())).collect()),
+        dict(rows.iter().map(|r| Some(r.2.as_str())).collect()),
+        Arc::new(Int16Array::from(vec![0i16; len])),
+        dict(vec![Some("NVIDIA L4"); len]),
+        dict(vec![None; len]),
+        Arc::new(Int16Array::from(vec![None; len])),
+        dict(vec![Some("team-a"); len]),
+        dict(vec![Some("pod-1"); len]),
+        dict(vec![Some("main"); len]),
+        Arc::new(Float64Array::from(vec![1.0; len])),
+        Arc::new(Float32Array::from(vec![util; len])),
+        Arc::new(Float32Array::from(vec![100.0; len])),
+        Arc::new(Float32Array::from(vec![23034.0; len])),
+        Arc::new(Float32Array::from(vec![50.0; len])),
+        Arc::new(Float64Array::from(vec![1500.0; len])),
+        Arc::new(Float32Array::from(vec![40.0; len])),
+        Arc::new(Int32Array::from(vec![0; len])),
+    ];
+    RecordBatch::try_new(schema, columns).unwrap()
+}
+
+#[test]
+fn written_file_is_sorted_compressed_and_self_describing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::new(dir.path());
+    let path = write_partition(&lake, Table::GpuSamples, day(), &gpu_batch(3, 100, 50.0)).unwrap();
+    assert_eq!(path, dir.path().join("gpu_samples/date=2026-10-01/gpu_samples-2026-10-01.parquet"));
+
+    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap();
+    assert_eq!(builder.schema().fields(), Table::GpuSamples.schema().fields(), "schema round-trips");
+    let meta = builder.metadata().clone();
+    let file_meta = meta.file_metadata();
+    let kv = file_meta.key_value_metadata().unwrap();
+    let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
+    assert_eq!(get("gpuledger.schema_version").as_deref(), Some("1"));
+    assert_eq!(get("gpuledger.table").as_deref(), Some("gpu_samples"));
+    let rg = meta.row_group(0);
+    let sorting = rg.sorting_columns().expect("sorting_columns declared");
+    let names: Vec<String> = sorting.iter().map(|s| file_meta.schema_descr().column(s.column_idx as usize).name().to_string()).collect();
+    assert_eq!(names, ["node", "gpu_uuid", "gpu_instance_id", "ts"]);
+    for col in rg.columns() {
+        assert!(matches!(col.compression(), Compression::ZSTD(_)), "{} is {:?}", col.column_path(), col.compression());
+    }
+    let ts_col = rg.columns().iter().find(|c| c.column_path().string() == "ts").unwrap();
+    assert!(ts_col.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED), "ts encodings {:?}", ts_col.encodings().collect::<Vec<_>>());
+    let node_col = rg.columns().iter().find(|c| c.column_path().string() == "node").unwrap();
+    assert!(node_col.encodings().any(|e| e == Encoding::RLE_DICTIONARY), "labels are dictionary-encoded");
+
+    // Rows really are in the declared order.
+    let batches: Vec<RecordBatch> = builder.build().unwrap().map(|b| b.unwrap()).collect();
+    let b = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    assert_eq!(b.num_rows(), 300);
+    let node = cast(b.column_by_name("node").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+    let uuid = cast(b.column_by_name("gpu_uuid").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+    let ts = b.column_by_name("ts").unwrap().as_primitive::<TimestampMillisecondType>().clone();
+    let key = |i: usize| (node.as_string::<i32>().value(i).to_string(), uuid.as_string::<i32>().value(i).to_string(), ts.value(i));
+    for i in 1..b.num_rows() {
+        assert!(key(i - 1) <= key(i), "row {i} out of order: {:?} > {:?}", key(i - 1), key(i));
+    }
+}
+
+#[test]
+fn rewriting_a_day_replaces_it_and_orphans_are_cleaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::new(dir.path());
+    write_partition(&lake, Table::GpuSamples, day(), &gpu_batch(2, 50, 10.0)).unwrap();
+    write_partition(&lake, Table::GpuSamples, day(), &gpu_batch(1, 20, 90.0)).unwrap();
+    let files = lake.files(Table::GpuSamples).unwrap();
+    assert_eq!(files.len(), 1, "one file per day: {files:?}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rows = rt.block_on(async {
+        let ctx = SessionBuilder::default().build(&lake, &Config::default()).await.unwrap();
+        run_query(&ctx, "t", "SELECT count(*) AS n, min(util_pct) AS u FROM gpu_samples", vec![]).await.unwrap()
+    });
+    let b = &rows[0];
+    assert_eq!(b.column(0).as_primitive::<arrow::datatypes::Int64Type>().value(0), 20, "only the second write's rows");
+    assert_eq!(b.column(1).as_primitive::<arrow::datatypes::Float32Type>().value(0), 90.0);
+
+    // A writer killed mid-file leaves a temp file: never read, removed by the next writer.
+    let orphan = lake.partition_dir(Table::GpuSamples, day()).join("gpu_samples-2026-10-01.parquet.tmp");
+    std::fs::write(&orphan, b"half a file").unwrap();
+    assert_eq!(lake.files(Table::GpuSamples).unwrap().len(), 1);
+    let count = rt.block_on(async {
+        let ctx = SessionBuilder::default().build(&lake, &Config::default()).await.unwrap();
+        run_query(&ctx, "t", "SELECT count(*) FROM gpu_samples", vec![]).await.unwrap()
+    });
+    assert_eq!(count[0].column(0).as_primitive::<arrow::datatypes::Int64Type>().value(0), 20, "temp file ignored by readers");
+    assert_eq!(lake.clean_orphans().unwrap(), 1);
+    assert!(!orphan.exists());
+}
+
+#[test]
+fn empty_lake_queries_and_reports_fine() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::new(dir.path().join("does-not-exist-yet"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rows = rt.block_on(async {
+        let ctx = SessionBuilder::default().build(&lake, &Config::default()).await.unwrap();
+        let mut out = Vec::new();
+        for t in Table::ALL {
+            let r = run_query(&ctx, "t", &format!("SELECT count(*) FROM {}", t.name()), vec![]).await.unwrap();
+            out.push(r[0].column(0).as_primitive::<arrow::datatypes::Int64Type>().value(0));
+        }
+        out
+    });
+    assert_eq!(rows, vec![0; Table::ALL.len()]);
+    let out = common::run_ok(dir.path(), &["--lake", "nothing-here", "report", "chargeback", "--month", "2026-10", "--format", "csv"]);
+    let text = common::stdout(&out);
+    assert_eq!(text.lines().count(), 1, "header only: {text}");
+    assert!(text.starts_with("namespace,team,gpu_hours,"));
+}
+
+#[test]
+fn mismatched_batch_is_refused_with_the_table_and_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::new(dir.path());
+    let err = write_partition(&lake, Table::Pods, day(), &gpu_batch(1, 1, 1.0)).unwrap_err().to_string();
+    assert!(err.contains("pods") && err.contains("2026-10-01"), "{err}");
+    assert!(lake.files(Table::Pods).unwrap().is_empty());
+}

@@ -1,0 +1,61 @@
+//! Trace mode on the real Alibaba GPU v2025 DLRM trace: the lake's chargeback against
+//! GPU-hours computed here, straight from the trace's CSV.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+
+/// GPU-hours per app over the first `days` of the trace, by the trace README's rule.
+fn reference(dir: &std::path::Path, days: f64) -> BTreeMap<String, f64> {
+    let f = std::fs::File::open(dir.join("disaggregated_DLRM_trace.csv.gz")).unwrap();
+    let r = BufReader::new(flate2::read::GzDecoder::new(f));
+    let mut lines = r.lines();
+    let header: Vec<String> = lines.next().unwrap().unwrap().split(',').map(String::from).collect();
+    let idx = |n: &str| header.iter().position(|h| h == n).unwrap();
+    let (app, gpu, sched, del) = (idx("app_name"), idx("gpu_request"), idx("scheduled_time"), idx("deletion_time"));
+    let end = days * 86400.0;
+    let mut out = BTreeMap::new();
+    for line in lines {
+        let line = line.unwrap();
+        let f: Vec<&str> = line.split(',').collect();
+        let g: f64 = f[gpu].parse().unwrap_or(0.0);
+        if g <= 0.0 {
+            continue;
+        }
+        let s: f64 = f[sched].parse().unwrap_or(0.0);
+        let e: f64 = f[del].parse().unwrap_or(f64::INFINITY);
+        let overlap = (e.min(end) - s.max(0.0)).max(0.0);
+        if overlap > 0.0 {
+            *out.entry(f[app].to_string()).or_insert(0.0) += g * overlap / 3600.0;
+        }
+    }
+    out
+}
+
+#[test]
+fn trace_chargeback_matches_the_trace_csv() {
+    let Some(trace) = common::traces_dir("alibaba-gpu-v2025-dlrm") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let trace_arg = trace.display().to_string();
+    common::run_ok(dir.path(), &["simulate", "--trace", &trace_arg, "--out", "t", "--days", "1", "--step", "60", "--start", "2026-10-01"]);
+    let out = common::run_ok(dir.path(), &["--lake", "t/lake", "report", "chargeback", "--from", "2026-10-01", "--to", "2026-10-02", "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let want = reference(&trace, 1.0);
+    let total_want: f64 = want.values().sum();
+    let total_got: f64 = rows.iter().filter(|r| r["namespace"] != "__unallocated__").map(|r| r["gpu_hours"].as_f64().unwrap()).sum();
+    eprintln!("trace day 1: {} apps, {total_got:.1} GPU-h from the lake vs {total_want:.1} from the CSV", want.len());
+    assert!((total_got - total_want).abs() / total_want < 0.005, "total {total_got} vs {total_want}");
+    let mut checked = 0;
+    for (app, hours) in &want {
+        let got = rows.iter().find(|r| r["namespace"] == app.as_str()).map(|r| r["gpu_hours"].as_f64().unwrap()).unwrap_or(0.0);
+        if *hours >= 24.0 {
+            assert!((got - hours).abs() / hours < 0.005, "{app}: {got} GPU-h vs {hours} in the trace");
+            checked += 1;
+        } else {
+            assert!((got - hours).abs() <= 0.2 + hours * 0.05, "{app}: {got} GPU-h vs {hours} in the trace");
+        }
+    }
+    assert!(checked >= 20, "enough apps with a full GPU-day to compare: {checked}");
+}
