@@ -41,6 +41,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Simulate a shared GPU cluster: lake, ground-truth ledger, optional OpenMetrics.
     Simulate(SimulateArgs),
+    /// Pull DCGM and pod history from Prometheus into the lake (default: checkpoint to now - lag).
+    Collect(CollectArgs),
     /// Run one report over a window.
     Report(ReportArgs),
     /// Run read-only SQL on the lake.
@@ -91,6 +93,19 @@ pub struct SimulateArgs {
     /// Drive the workload from a real trace (the Alibaba GPU v2025 DLRM folder or file).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    /// Window start: RFC 3339 or YYYY-MM-DD (UTC); default: the checkpoint.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Window end (exclusive); default: now minus `prometheus.lag_secs`.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Prometheus base URL; overrides `prometheus.url`.
+    #[arg(long)]
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use chrono::{Datelike, NaiveDate, Utc};
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{Cli, Command, DemoArgs, QueryArgs, ReportArgs, SimulateArgs, WindowArgs};
+use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, SimulateArgs, WindowArgs};
 use crate::config::Config;
 use crate::engine::{parse_memory_limit, run_query, SessionBuilder};
 use crate::lake::{Lake, Table};
@@ -81,6 +81,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => runtime.block_on(demo(&ctx, args)),
         Command::Simulate(args) => simulate(&ctx, &args).map(|_| ()),
+        Command::Collect(args) => runtime.block_on(collect_cmd(&ctx, args)),
         Command::Report(args) => runtime.block_on(report_cmd(&ctx, args)),
         Command::Query(args) => runtime.block_on(query(&ctx, args)),
         Command::Tables => tables(),
@@ -275,6 +276,33 @@ fn emit(bytes: &[u8], format: Format, output: Option<&Path>) -> Result<()> {
             out.write_all(bytes)?;
             out.flush()?;
         }
+    }
+    Ok(())
+}
+
+async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
+    let mut cfg = ctx.config.prometheus.clone();
+    if let Some(url) = args.url {
+        cfg.url = url;
+    }
+    let from = args.from.as_deref().map(|f| parse_time("--from", f)).transpose()?;
+    let to = args.to.as_deref().map(|t| parse_time("--to", t)).transpose()?;
+    let (from, to) = crate::collect::resolve_window(&ctx.lake, &cfg, from, to, Utc::now())?;
+    let s = crate::collect::collect(&ctx.lake, &cfg, from, to, ctx.progress).await?;
+    if s.queries > 0 {
+        tracing::info!(
+            "collected {} to {}: {} queries, {} samples ({:.0}/s) in {:.1}s fetching + {:.1}s writing; {} GPU rows, {} pods, {} gaps",
+            crate::collect::prometheus::fmt_ms(s.from),
+            crate::collect::prometheus::fmt_ms(s.to),
+            s.queries,
+            s.samples,
+            s.samples as f64 / (s.fetch_secs + s.write_secs).max(1e-9),
+            s.fetch_secs,
+            s.write_secs,
+            s.gpu_rows,
+            s.pods,
+            s.gaps
+        );
     }
     Ok(())
 }

@@ -49,8 +49,110 @@ pub struct LakeConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PrometheusConfig {
+    /// Base URL, with any path prefix (`https://mimir.example/prometheus`).
     pub url: String,
+    /// The lake's sample grid.
     pub step_secs: u32,
+    /// `collect` without `--to` stops at now minus this much (data still arriving).
+    pub lag_secs: u64,
+    /// First `collect` without a checkpoint starts this many days back (UTC midnight).
+    pub initial_days: u32,
+    /// Length of one range query.
+    pub chunk_secs: u64,
+    pub timeout_secs: u64,
+    /// Retries on connection errors, timeouts, 429 and 5xx.
+    pub retries: u32,
+    /// First retry delay; doubles each time, with jitter.
+    pub backoff_ms: u64,
+    /// Queries in flight at once.
+    pub concurrency: usize,
+    pub bearer_token_file: Option<PathBuf>,
+    /// Name of an environment variable holding a bearer token.
+    pub bearer_token_env: Option<String>,
+    pub basic_auth_user: Option<String>,
+    pub basic_auth_password_file: Option<PathBuf>,
+    /// PEM file of extra CA certificates.
+    pub ca_file: Option<PathBuf>,
+    /// Extra request headers, e.g. `{ "X-Scope-OrgID" = "tenant-1" }` for Mimir/Cortex.
+    pub headers: BTreeMap<String, String>,
+    pub metrics: MetricNames,
+    pub labels: LabelNames,
+}
+
+/// Metric names, defaulting to what dcgm-exporter and kube-state-metrics export.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricNames {
+    pub gpu_util: String,
+    pub engine_active: String,
+    pub fb_used: String,
+    pub fb_free: String,
+    pub power: String,
+    pub energy: String,
+    pub temp: String,
+    pub xid: String,
+    pub pod_info: String,
+    pub pod_created: String,
+    pub pod_scheduled_time: String,
+    pub pod_start_time: String,
+    pub pod_completion_time: String,
+    pub pod_phase: String,
+    pub pod_requests: String,
+    pub pod_status_reason: String,
+    pub pod_last_terminated_reason: String,
+    pub pod_labels: String,
+    pub resourcequota: String,
+    pub node_capacity: String,
+}
+
+impl Default for MetricNames {
+    fn default() -> Self {
+        MetricNames {
+            gpu_util: "DCGM_FI_DEV_GPU_UTIL".into(),
+            engine_active: "DCGM_FI_PROF_GR_ENGINE_ACTIVE".into(),
+            fb_used: "DCGM_FI_DEV_FB_USED".into(),
+            fb_free: "DCGM_FI_DEV_FB_FREE".into(),
+            power: "DCGM_FI_DEV_POWER_USAGE".into(),
+            energy: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION".into(),
+            temp: "DCGM_FI_DEV_GPU_TEMP".into(),
+            xid: "DCGM_FI_DEV_XID_ERRORS".into(),
+            pod_info: "kube_pod_info".into(),
+            pod_created: "kube_pod_created".into(),
+            pod_scheduled_time: "kube_pod_status_scheduled_time".into(),
+            pod_start_time: "kube_pod_start_time".into(),
+            pod_completion_time: "kube_pod_completion_time".into(),
+            pod_phase: "kube_pod_status_phase".into(),
+            pod_requests: "kube_pod_container_resource_requests".into(),
+            pod_status_reason: "kube_pod_status_reason".into(),
+            pod_last_terminated_reason: "kube_pod_container_status_last_terminated_reason".into(),
+            pod_labels: "kube_pod_labels".into(),
+            resourcequota: "kube_resourcequota".into(),
+            node_capacity: "kube_node_status_capacity".into(),
+        }
+    }
+}
+
+/// Label names to look for, in order of preference. `exported_*` labels (a ServiceMonitor
+/// without `honorLabels`) win whenever a response carries them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LabelNames {
+    pub node: Vec<String>,
+    pub namespace: Vec<String>,
+    pub pod: Vec<String>,
+    pub container: Vec<String>,
+}
+
+impl Default for LabelNames {
+    fn default() -> Self {
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect();
+        LabelNames {
+            node: v(&["Hostname", "hostname", "kubernetes_node"]),
+            namespace: v(&["namespace", "pod_namespace"]),
+            pod: v(&["pod", "pod_name"]),
+            container: v(&["container", "container_name"]),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -106,7 +208,25 @@ impl Default for LakeConfig {
 
 impl Default for PrometheusConfig {
     fn default() -> Self {
-        PrometheusConfig { url: "http://127.0.0.1:9090".into(), step_secs: 30 }
+        PrometheusConfig {
+            url: "http://127.0.0.1:9090".into(),
+            step_secs: 30,
+            lag_secs: 300,
+            initial_days: 7,
+            chunk_secs: 6 * 3600,
+            timeout_secs: 120,
+            retries: 5,
+            backoff_ms: 500,
+            concurrency: 4,
+            bearer_token_file: None,
+            bearer_token_env: None,
+            basic_auth_user: None,
+            basic_auth_password_file: None,
+            ca_file: None,
+            headers: BTreeMap::new(),
+            metrics: MetricNames::default(),
+            labels: LabelNames::default(),
+        }
     }
 }
 
@@ -169,8 +289,10 @@ impl Config {
                 if config.lake.path.is_relative() {
                     config.lake.path = base.join(&config.lake.path);
                 }
-                if let Some(dir) = config.queries.dir.as_mut().filter(|d| d.is_relative()) {
-                    *dir = base.join(&*dir);
+                for p in [&mut config.queries.dir, &mut config.prometheus.bearer_token_file, &mut config.prometheus.basic_auth_password_file, &mut config.prometheus.ca_file] {
+                    if let Some(dir) = p.as_mut().filter(|d| d.is_relative()) {
+                        *dir = base.join(&*dir);
+                    }
                 }
                 Ok(config)
             }
@@ -200,6 +322,22 @@ impl Config {
         }
         if !(self.prometheus.url.starts_with("http://") || self.prometheus.url.starts_with("https://")) {
             return Err(invalid("prometheus.url", format!("must start with http:// or https://, got {:?}", self.prometheus.url)));
+        }
+        let pr = &self.prometheus;
+        if pr.chunk_secs < pr.step_secs as u64 || pr.chunk_secs % pr.step_secs as u64 != 0 || pr.chunk_secs > 86_400 {
+            return Err(invalid("prometheus.chunk_secs", format!("must be a multiple of step_secs, at most 86400, got {}", pr.chunk_secs)));
+        }
+        if 86_400 % pr.step_secs != 0 {
+            return Err(invalid("prometheus.step_secs", format!("must divide a day (86400 s), got {}", pr.step_secs)));
+        }
+        if pr.concurrency == 0 || pr.concurrency > 64 {
+            return Err(invalid("prometheus.concurrency", format!("must be 1..=64, got {}", pr.concurrency)));
+        }
+        if pr.timeout_secs == 0 {
+            return Err(invalid("prometheus.timeout_secs", "must be at least 1".into()));
+        }
+        if pr.bearer_token_file.is_some() as u8 + pr.bearer_token_env.is_some() as u8 + pr.basic_auth_user.is_some() as u8 > 1 {
+            return Err(invalid("prometheus", "set at most one of bearer_token_file, bearer_token_env, basic_auth_user".into()));
         }
         let p = &self.pricing.power;
         if !(p.price_per_kwh.is_finite() && p.price_per_kwh >= 0.0) {

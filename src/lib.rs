@@ -4,6 +4,7 @@
 //! (`lake`) -> rollup SQL in `queries/` run by DataFusion (`engine`) -> reports (`report`).
 
 pub mod cli;
+pub mod collect;
 pub mod commands;
 pub mod config;
 pub mod engine;

@@ -3,6 +3,7 @@
 
 pub mod import;
 pub mod layout;
+pub mod reader;
 pub mod schema;
 pub mod writer;
 

@@ -21,15 +21,18 @@ pub enum Table {
     Quotas,
     /// The pool itself: one row per GPU (or MIG instance) per day it was seen.
     Nodes,
+    /// Windows in which a source returned no data (for the completeness report).
+    Gaps,
 }
 
 impl Table {
-    pub const ALL: [Table; 5] = [
+    pub const ALL: [Table; 6] = [
         Table::GpuSamples,
         Table::Pods,
         Table::PendingSamples,
         Table::Quotas,
         Table::Nodes,
+        Table::Gaps,
     ];
 
     pub fn name(self) -> &'static str {
@@ -39,6 +42,7 @@ impl Table {
             Table::PendingSamples => "pending_samples",
             Table::Quotas => "quotas",
             Table::Nodes => "nodes",
+            Table::Gaps => "gaps",
         }
     }
 
@@ -54,6 +58,7 @@ impl Table {
             Table::PendingSamples => &["namespace", "ts", "pod", "uid"],
             Table::Quotas => &["namespace", "resource", "ts"],
             Table::Nodes => &["node", "gpu_uuid", "gpu_instance_id"],
+            Table::Gaps => &["source", "metric", "gap_start"],
         }
     }
 
@@ -63,6 +68,7 @@ impl Table {
             Table::GpuSamples | Table::PendingSamples | Table::Quotas => &["ts"],
             Table::Pods => &["created", "scheduled", "started", "finished"],
             Table::Nodes => &["first_seen", "last_seen"],
+            Table::Gaps => &["gap_start", "gap_end"],
         }
     }
 
@@ -73,6 +79,7 @@ impl Table {
             Table::PendingSamples => "one row per pending pod per step",
             Table::Quotas => "GPU ResourceQuota hard/used per namespace over time",
             Table::Nodes => "inventory: one row per GPU or MIG instance per day seen",
+            Table::Gaps => "windows [gap_start, gap_end) in which a source returned no data",
         }
     }
 
@@ -83,6 +90,7 @@ impl Table {
             Table::PendingSamples => pending_samples_schema(),
             Table::Quotas => quotas_schema(),
             Table::Nodes => nodes_schema(),
+            Table::Gaps => gaps_schema(),
         }
     }
 }
@@ -185,5 +193,15 @@ fn nodes_schema() -> SchemaRef {
         Field::new("mem_total_mib", DataType::Float32, true),
         ts("first_seen", false),
         ts("last_seen", false),
+    ]))
+}
+
+fn gaps_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        label("source", false),
+        label("metric", false),
+        ts("gap_start", false),
+        ts("gap_end", false),
+        label("reason", true),
     ]))
 }

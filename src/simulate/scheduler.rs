@@ -155,7 +155,8 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
             let mean = rates[ns_idx] * rhythm(now) * p.step_ms as f64 / 3_600_000.0;
             for _ in 0..rng.poisson(mean) {
                 job_seq[ns_idx] += 1;
-                let created = t - rng.int(0, p.step_ms - 1);
+                // kube-state-metrics reports whole seconds; so does the model.
+                let created = t - rng.int(0, p.step_ms / 1000 - 1) * 1000;
                 let pod = new_job(&mut rng, ns_idx, ns, job_seq[ns_idx], created);
                 pending.push(pods.len());
                 pods.push(pod);
@@ -192,7 +193,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
             }
             match placement {
                 Some((node, units)) => {
-                    let delay = rng.int(2_000, 25_000);
+                    let delay = rng.int(2, 25) * 1000;
                     let pod = &mut pods[id];
                     pod.scheduled = Some(t);
                     pod.started = Some(t + delay);
@@ -257,9 +258,9 @@ fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: 
         Resource::Gpu
     };
     let gpus = if resource == Resource::Gpu { ns.pick_size(rng) } else { 1 };
-    let work_ms = (rng.log_uniform(ns.dur_s.0, ns.dur_s.1) * 1000.0) as i64;
+    let work_ms = rng.log_uniform(ns.dur_s.0, ns.dur_s.1).round() as i64 * 1000;
     let behavior = ns.pick_behavior(rng);
-    let fail_after_ms = matches!(behavior, Behavior::Crash | Behavior::Oom).then(|| (work_ms as f64 * rng.range(0.1, 0.9)) as i64);
+    let fail_after_ms = matches!(behavior, Behavior::Crash | Behavior::Oom).then(|| (work_ms as f64 / 1000.0 * rng.range(0.1, 0.9)).round() as i64 * 1000);
     let short = ns.name.trim_start_matches("team-");
     SimPod {
         ns: ns_idx,

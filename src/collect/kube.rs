@@ -1,0 +1,378 @@
+//! kube-state-metrics series -> `pods` (one row per uid), `pending_samples` and `quotas`.
+//! Keyed by uid, so a pod name reused by a new pod is a new row; requests are read from
+//! finished pods too; timestamps arrive as floats (`1.5e+09`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder, StringDictionaryBuilder,
+    TimestampMillisecondBuilder,
+};
+use arrow::datatypes::Int32Type;
+use chrono::NaiveDate;
+
+use super::labels::{sane, LabelPick};
+use super::prometheus::Series;
+use crate::config::PrometheusConfig;
+use crate::lake::Table;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum KubeMetric {
+    Info,
+    Created,
+    Scheduled,
+    Started,
+    Completed,
+    Phase,
+    Requests,
+    StatusReason,
+    LastTerminated,
+    Quota,
+}
+
+impl KubeMetric {
+    pub const ALL: [KubeMetric; 10] = [
+        KubeMetric::Info,
+        KubeMetric::Created,
+        KubeMetric::Scheduled,
+        KubeMetric::Started,
+        KubeMetric::Completed,
+        KubeMetric::Phase,
+        KubeMetric::Requests,
+        KubeMetric::StatusReason,
+        KubeMetric::LastTerminated,
+        KubeMetric::Quota,
+    ];
+
+    /// The selector queried for this metric.
+    pub fn selector(self, cfg: &PrometheusConfig) -> String {
+        let m = &cfg.metrics;
+        match self {
+            KubeMetric::Info => m.pod_info.clone(),
+            KubeMetric::Created => m.pod_created.clone(),
+            KubeMetric::Scheduled => m.pod_scheduled_time.clone(),
+            KubeMetric::Started => m.pod_start_time.clone(),
+            KubeMetric::Completed => m.pod_completion_time.clone(),
+            KubeMetric::Phase => format!("{}==1", m.pod_phase),
+            KubeMetric::Requests => format!("{}{{resource=~\"nvidia_com_.*|cpu|memory\"}}", m.pod_requests),
+            KubeMetric::StatusReason => format!("{}==1", m.pod_status_reason),
+            KubeMetric::LastTerminated => format!("{}==1", m.pod_last_terminated_reason),
+            KubeMetric::Quota => format!("{}{{resource=~\".*nvidia.*\"}}", m.resourcequota),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Pod {
+    namespace: String,
+    pod: String,
+    node: Option<String>,
+    priority_class: Option<String>,
+    first_seen: Option<i64>,
+    created: Option<i64>,
+    scheduled: Option<i64>,
+    started: Option<i64>,
+    finished: Option<i64>,
+    /// (container, resource) -> last value
+    requests: BTreeMap<(String, String), f64>,
+    phase: Option<(i64, String)>,
+    reason: Option<String>,
+    /// Cells in which the pod was Pending.
+    pending: Vec<i64>,
+}
+
+/// `nvidia_com_mig_3g_40gb` -> `nvidia.com/mig-3g.40gb`, `nvidia_com_gpu` -> `nvidia.com/gpu`.
+pub fn resource_name(sanitised: &str) -> String {
+    let rest = sanitised.strip_prefix("nvidia_com_").unwrap_or(sanitised);
+    if let Some(profile) = rest.strip_prefix("mig_") {
+        let mut parts: Vec<&str> = profile.split('_').collect();
+        let mem = parts.pop().unwrap_or("");
+        return format!("nvidia.com/mig-{}.{mem}", parts.join("_"));
+    }
+    format!("nvidia.com/{rest}")
+}
+
+/// Pods and quota history of a window `[from, to)`.
+pub struct KubeState {
+    from: i64,
+    to: i64,
+    step: i64,
+    pods: BTreeMap<String, Pod>,
+    /// (ts, namespace, resource) -> (hard, used)
+    quotas: BTreeMap<(i64, String, String), (Option<f64>, Option<f64>)>,
+}
+
+fn secs_to_ms(v: f64) -> Option<i64> {
+    sane(v).filter(|v| *v > 0.0).map(|v| (v * 1000.0).round() as i64)
+}
+
+impl KubeState {
+    pub fn new(from: i64, to: i64, step_s: u32) -> KubeState {
+        KubeState { from, to, step: step_s as i64 * 1000, pods: BTreeMap::new(), quotas: BTreeMap::new() }
+    }
+
+    pub fn pods_seen(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn add(&mut self, metric: KubeMetric, series: &[Series], _cfg: &PrometheusConfig) {
+        if metric == KubeMetric::Quota {
+            for s in series {
+                let (Some(ns), Some(res), Some(kind)) = (s.labels.get("namespace"), s.labels.get("resource"), s.labels.get("type")) else { continue };
+                for &(t, v) in &s.samples {
+                    let cell = self.from + (t - self.from).div_euclid(self.step) * self.step;
+                    let e = self.quotas.entry((cell, ns.clone(), res.clone())).or_default();
+                    match kind.as_str() {
+                        "hard" => e.0 = e.0.or(sane(v)),
+                        "used" => e.1 = e.1.or(sane(v)),
+                        _ => {}
+                    }
+                }
+            }
+            return;
+        }
+        // kube-state-metrics' own namespace/pod labels; exported_* when renamed on scrape.
+        let ns_pick = LabelPick::for_response(&["namespace".to_string()], series);
+        let pod_pick = LabelPick::for_response(&["pod".to_string()], series);
+        for s in series {
+            let Some(uid) = s.labels.get("uid").filter(|u| !u.is_empty()) else { continue };
+            let (Some(ns), Some(name)) = (ns_pick.get(&s.labels), pod_pick.get(&s.labels)) else { continue };
+            let Some(&(last_t, last_v)) = s.samples.last() else { continue };
+            let pod = self.pods.entry(uid.clone()).or_default();
+            pod.namespace = ns.to_string();
+            pod.pod = name.to_string();
+            let first = s.samples[0].0;
+            pod.first_seen = Some(pod.first_seen.map_or(first, |f| f.min(first)));
+            match metric {
+                KubeMetric::Info => {
+                    if let Some(n) = s.labels.get("node").filter(|n| !n.is_empty()) {
+                        pod.node = Some(n.clone());
+                    }
+                    if let Some(p) = s.labels.get("priority_class").filter(|p| !p.is_empty()) {
+                        pod.priority_class = Some(p.clone());
+                    }
+                }
+                KubeMetric::Created => pod.created = secs_to_ms(last_v).or(pod.created),
+                KubeMetric::Scheduled => pod.scheduled = secs_to_ms(last_v).or(pod.scheduled),
+                KubeMetric::Started => pod.started = secs_to_ms(last_v).or(pod.started),
+                KubeMetric::Completed => pod.finished = secs_to_ms(last_v).or(pod.finished),
+                KubeMetric::Phase => {
+                    let Some(phase) = s.labels.get("phase") else { continue };
+                    if pod.phase.as_ref().is_none_or(|(t, _)| last_t >= *t) {
+                        pod.phase = Some((last_t, phase.clone()));
+                    }
+                    if phase == "Pending" {
+                        for &(t, _) in &s.samples {
+                            let cell = self.from + (t - self.from).div_euclid(self.step) * self.step;
+                            if cell >= self.from && cell < self.to && pod.pending.last() != Some(&cell) {
+                                pod.pending.push(cell);
+                            }
+                        }
+                    }
+                }
+                KubeMetric::Requests => {
+                    if let (Some(c), Some(r)) = (s.labels.get("container"), s.labels.get("resource")) {
+                        if let Some(v) = sane(last_v) {
+                            pod.requests.insert((c.clone(), r.clone()), v);
+                        }
+                    }
+                }
+                KubeMetric::StatusReason => {
+                    if let Some(r) = s.labels.get("reason") {
+                        pod.reason.get_or_insert_with(|| r.clone());
+                    }
+                }
+                KubeMetric::LastTerminated => {
+                    if let Some(r) = s.labels.get("reason") {
+                        pod.reason = Some(r.clone());
+                    }
+                }
+                KubeMetric::Quota => {}
+            }
+        }
+    }
+
+    fn gpu_request(pod: &Pod) -> (Option<String>, i32) {
+        let mut resource = None;
+        let mut total = 0.0;
+        for ((_, r), v) in &pod.requests {
+            if r.starts_with("nvidia_com_") {
+                resource.get_or_insert_with(|| resource_name(r));
+                total += v;
+            }
+        }
+        (resource, total.round() as i32)
+    }
+
+    /// GPU pods by the day they were created.
+    pub fn pods_by_day(&self) -> BTreeMap<NaiveDate, RecordBatch> {
+        let mut days: BTreeMap<NaiveDate, Vec<(&String, &Pod)>> = BTreeMap::new();
+        for (uid, p) in &self.pods {
+            if Self::gpu_request(p).1 <= 0 {
+                continue;
+            }
+            let created = p.created.or(p.first_seen).unwrap_or(self.from);
+            let day = chrono::DateTime::from_timestamp_millis(created).expect("valid").date_naive();
+            days.entry(day).or_default().push((uid, p));
+        }
+        days.into_iter().map(|(d, pods)| (d, self.pods_batch(&pods))).collect()
+    }
+
+    fn pods_batch(&self, pods: &[(&String, &Pod)]) -> RecordBatch {
+        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
+        let mut pod = StringBuilder::new();
+        let mut uid = StringBuilder::new();
+        let mut node = StringDictionaryBuilder::<Int32Type>::new();
+        let mut prio = StringDictionaryBuilder::<Int32Type>::new();
+        let ts = || TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let (mut created, mut scheduled, mut started, mut finished) = (ts(), ts(), ts(), ts());
+        let mut res = StringDictionaryBuilder::<Int32Type>::new();
+        let mut req = Int32Builder::new();
+        let mut cpu = Float64Builder::new();
+        let mut mem = Int64Builder::new();
+        let mut phase = StringDictionaryBuilder::<Int32Type>::new();
+        let mut reason = StringDictionaryBuilder::<Int32Type>::new();
+        for (u, p) in pods {
+            let (resource, gpus) = Self::gpu_request(p);
+            ns.append_value(&p.namespace);
+            pod.append_value(&p.pod);
+            uid.append_value(u.as_str());
+            node.append_option(p.node.as_deref());
+            prio.append_option(p.priority_class.as_deref());
+            created.append_value(p.created.or(p.first_seen).unwrap_or(self.from));
+            scheduled.append_option(p.scheduled);
+            started.append_option(p.started);
+            finished.append_option(p.finished);
+            res.append_option(resource.as_deref());
+            req.append_value(gpus);
+            let sum = |r: &str| p.requests.iter().filter(|((_, k), _)| k == r).map(|(_, v)| v).sum::<f64>();
+            cpu.append_value(sum("cpu"));
+            mem.append_value(sum("memory") as i64);
+            let ph = p.phase.as_ref().map(|(_, s)| s.as_str());
+            phase.append_option(ph);
+            let reason_value = match (&p.reason, ph) {
+                (Some(r), _) => Some(r.as_str()),
+                (None, Some("Succeeded")) => Some("Completed"),
+                _ => None,
+            };
+            reason.append_option(if p.finished.is_some() || matches!(ph, Some("Succeeded" | "Failed")) { reason_value } else { None });
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(ns.finish()),
+            Arc::new(pod.finish()),
+            Arc::new(uid.finish()),
+            Arc::new(node.finish()),
+            Arc::new(prio.finish()),
+            Arc::new(created.finish()),
+            Arc::new(scheduled.finish()),
+            Arc::new(started.finish()),
+            Arc::new(finished.finish()),
+            Arc::new(res.finish()),
+            Arc::new(req.finish()),
+            Arc::new(cpu.finish()),
+            Arc::new(mem.finish()),
+            Arc::new(phase.finish()),
+            Arc::new(reason.finish()),
+        ];
+        RecordBatch::try_new(Table::Pods.schema(), columns).expect("columns match the pods schema")
+    }
+
+    /// Pending GPU pods per cell in `[c_start, c_end)`.
+    pub fn pending_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
+        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut step = Int32Builder::new();
+        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
+        let mut pod = StringBuilder::new();
+        let mut uid = StringBuilder::new();
+        let mut prio = StringDictionaryBuilder::<Int32Type>::new();
+        let mut res = StringDictionaryBuilder::<Int32Type>::new();
+        let mut req = Int32Builder::new();
+        let mut reason = StringDictionaryBuilder::<Int32Type>::new();
+        for (u, p) in &self.pods {
+            let (resource, gpus) = Self::gpu_request(p);
+            if gpus <= 0 {
+                continue;
+            }
+            for &cell in p.pending.iter().filter(|c| **c >= c_start && **c < c_end) {
+                ts.append_value(cell);
+                step.append_value((self.step / 1000) as i32);
+                ns.append_value(&p.namespace);
+                pod.append_value(&p.pod);
+                uid.append_value(u);
+                prio.append_option(p.priority_class.as_deref());
+                res.append_option(resource.as_deref());
+                req.append_value(gpus);
+                reason.append_null();
+            }
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(ts.finish()),
+            Arc::new(step.finish()),
+            Arc::new(ns.finish()),
+            Arc::new(pod.finish()),
+            Arc::new(uid.finish()),
+            Arc::new(prio.finish()),
+            Arc::new(res.finish()),
+            Arc::new(req.finish()),
+            Arc::new(reason.finish()),
+        ];
+        RecordBatch::try_new(Table::PendingSamples.schema(), columns).expect("columns match the pending_samples schema")
+    }
+
+    pub fn quotas_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
+        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
+        let mut res = StringDictionaryBuilder::<Int32Type>::new();
+        let mut hard = Float64Builder::new();
+        let mut used = Float64Builder::new();
+        for ((t, n, r), (h, u)) in self.quotas.range((c_start, String::new(), String::new())..) {
+            if *t >= c_end {
+                break;
+            }
+            ts.append_value(*t);
+            ns.append_value(n);
+            res.append_value(r);
+            hard.append_option(*h);
+            used.append_option(*u);
+        }
+        let columns: Vec<ArrayRef> =
+            vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(res.finish()), Arc::new(hard.finish()), Arc::new(used.finish())];
+        RecordBatch::try_new(Table::Quotas.schema(), columns).expect("columns match the quotas schema")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_names_are_restored() {
+        assert_eq!(resource_name("nvidia_com_gpu"), "nvidia.com/gpu");
+        assert_eq!(resource_name("nvidia_com_mig_3g_40gb"), "nvidia.com/mig-3g.40gb");
+        assert_eq!(resource_name("nvidia_com_mig_1g_10gb"), "nvidia.com/mig-1g.10gb");
+    }
+
+    fn s(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
+        Series { labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), samples: samples.to_vec() }
+    }
+
+    #[test]
+    fn reused_pod_name_with_a_new_uid_is_a_new_pod() {
+        let cfg = PrometheusConfig::default();
+        let mut k = KubeState::new(0, 600_000, 30);
+        let a = [("namespace", "ns"), ("pod", "job-0"), ("uid", "u1")];
+        let b = [("namespace", "ns"), ("pod", "job-0"), ("uid", "u2")];
+        k.add(KubeMetric::Created, &[s(&a, &[(0, 1.5e9)]), s(&b, &[(300_000, 1.5e9 + 300.0)])], &cfg);
+        let mut req = |l: &[(&str, &str)]| {
+            let mut v = l.to_vec();
+            v.extend([("container", "c"), ("resource", "nvidia_com_gpu")]);
+            s(&v, &[(0, 2.0)])
+        };
+        let (ra, rb) = (req(&a), req(&b));
+        k.add(KubeMetric::Requests, &[ra, rb], &cfg);
+        let days = k.pods_by_day();
+        let rows: usize = days.values().map(|b| b.num_rows()).sum();
+        assert_eq!(rows, 2);
+    }
+}

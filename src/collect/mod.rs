@@ -1,0 +1,338 @@
+//! `gpuledger collect`: DCGM and pod-lifecycle history from Prometheus into the lake.
+//!
+//! A run takes the lake's lock, fetches the whole window (every query, chunked, a bounded
+//! number in flight) before it touches the lake, then merges each affected day into its
+//! file (rows inside the window are replaced, rows outside kept) and publishes it
+//! atomically, and only then advances the checkpoints. A failed fetch leaves the lake and
+//! the checkpoints as they were; a run killed while publishing is repaired by running it
+//! again, because every write is an idempotent replace.
+
+pub mod dcgm;
+pub mod kube;
+pub mod labels;
+pub mod prometheus;
+pub mod state;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, BooleanArray, RecordBatch, TimestampMillisecondBuilder};
+use arrow::compute::{concat_batches, filter_record_batch};
+use arrow::datatypes::{DataType, Int32Type, TimestampMillisecondType};
+use chrono::{DateTime, NaiveDate, Utc};
+use futures::StreamExt;
+
+use crate::config::PrometheusConfig;
+use crate::lake::reader::read_partition;
+use crate::lake::{write_partition, Lake, Table, WriteError};
+use crate::progress::{Progress, ProgressMode};
+use dcgm::{DcgmGrid, Field};
+use kube::{KubeMetric, KubeState};
+use prometheus::{fmt_ms, PromClient, PromError, Series};
+use state::{Checkpoints, CollectLock, StateError};
+
+pub const SOURCES: [&str; 2] = ["dcgm", "kube"];
+const DAY_MS: i64 = 86_400_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error(transparent)]
+    Prometheus(#[from] PromError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("merging {table} for {date}: {message}")]
+    Merge { table: &'static str, date: NaiveDate, message: String },
+}
+
+pub type Result<T, E = CollectError> = std::result::Result<T, E>;
+
+/// What a finished run did.
+#[derive(Debug, Clone, Default)]
+pub struct CollectSummary {
+    pub from: i64,
+    pub to: i64,
+    pub queries: usize,
+    pub samples: u64,
+    pub gpu_rows: usize,
+    pub pods: usize,
+    pub gaps: usize,
+    pub fetch_secs: f64,
+    pub write_secs: f64,
+}
+
+/// One query of a run.
+#[derive(Debug, Clone)]
+enum Job {
+    Dcgm(Field),
+    Kube(KubeMetric),
+}
+
+/// The window to collect: explicit, or from the checkpoint (or `initial_days` back) to now
+/// minus the lag; both ends on the step grid.
+pub fn resolve_window(
+    lake: &Lake,
+    cfg: &PrometheusConfig,
+    from: Option<DateTime<Utc>>,
+    to: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<(i64, i64)> {
+    let step = cfg.step_secs as i64 * 1000;
+    let to_ms = to.map_or(now.timestamp_millis() - cfg.lag_secs as i64 * 1000, |t| t.timestamp_millis());
+    let from_ms = match from {
+        Some(f) => f.timestamp_millis(),
+        None => {
+            let cps = Checkpoints::load(lake.root())?;
+            match SOURCES.iter().filter_map(|s| cps.get(s)).min() {
+                Some(t) => t.timestamp_millis(),
+                None => (now.timestamp_millis() - cfg.initial_days as i64 * DAY_MS).div_euclid(DAY_MS) * DAY_MS,
+            }
+        }
+    };
+    Ok((from_ms.div_euclid(step) * step, to_ms.div_euclid(step) * step))
+}
+
+/// Runs one collection over `[from, to)`.
+pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, progress: ProgressMode) -> Result<CollectSummary> {
+    let _lock = CollectLock::acquire(lake.root())?;
+    let removed = lake.clean_orphans().map_err(|source| WriteError::Io { path: lake.root().to_path_buf(), source })?;
+    if removed > 0 {
+        tracing::warn!("removed {removed} temp files left by an interrupted writer");
+    }
+    let mut summary = CollectSummary { from, to, ..CollectSummary::default() };
+    if from >= to {
+        tracing::info!("nothing to collect: window {} to {} is empty", fmt_ms(from), fmt_ms(to));
+        return Ok(summary);
+    }
+    let client = PromClient::new(cfg)?;
+    let step = cfg.step_secs as i64 * 1000;
+    tracing::info!("collecting {} to {} from {}", fmt_ms(from), fmt_ms(to), client.display_base());
+
+    // 1. Fetch everything first: nothing is written unless every query succeeded.
+    let t0 = std::time::Instant::now();
+    let chunk = cfg.chunk_secs as i64 * 1000;
+    let mut tasks: Vec<(Job, i64, i64)> = Vec::new();
+    let mut c = from;
+    while c < to {
+        let end = (c + chunk).min(to);
+        for f in Field::ALL {
+            // energy needs the counter one step past the window to price its last step
+            let e = if f == Field::Energy && end == to { end + step } else { end };
+            tasks.push((Job::Dcgm(f), c, e));
+        }
+        for m in KubeMetric::ALL {
+            tasks.push((Job::Kube(m), c, end));
+        }
+        c = end;
+    }
+    summary.queries = tasks.len();
+    let bar = Progress::new(progress, "queries", tasks.len() as u64);
+    let client = Arc::new(client);
+    let results: Vec<(Job, i64, i64, Vec<Series>)> = futures::stream::iter(tasks.into_iter().map(|(job, s, e)| {
+        let client = Arc::clone(&client);
+        let selector = match &job {
+            Job::Dcgm(f) => f.metric(cfg).to_string(),
+            Job::Kube(m) => m.selector(cfg),
+        };
+        let bar = &bar;
+        async move {
+            let series = client.range_vector(&selector, s, e).await?;
+            bar.inc(&selector);
+            Ok::<_, PromError>((job, s, e, series))
+        }
+    }))
+    .buffer_unordered(cfg.concurrency)
+    .collect::<Vec<_>>()
+    .await
+    .into_iter()
+    .collect::<std::result::Result<_, _>>()?;
+    bar.finish();
+    summary.fetch_secs = t0.elapsed().as_secs_f64();
+
+    // 2. Assemble in a fixed order (responses arrive in any order).
+    let mut results = results;
+    results.sort_by_key(|(job, s, _, _)| (*s, job_order(job)));
+    let mut grid = DcgmGrid::new(from, to, cfg.step_secs);
+    let mut kube = KubeState::new(from, to, cfg.step_secs);
+    let mut gaps: Vec<(&'static str, String, i64, i64)> = Vec::new();
+    let mut util_chunks: BTreeMap<i64, usize> = BTreeMap::new();
+    for (job, s, e, series) in &results {
+        summary.samples += series.iter().map(|x| x.samples.len() as u64).sum::<u64>();
+        match job {
+            Job::Dcgm(f) => {
+                if matches!(f, Field::Util | Field::EngineActive) {
+                    *util_chunks.entry(*s).or_default() += series.len();
+                } else if matches!(f, Field::Power | Field::FbUsed) && series.is_empty() {
+                    gaps.push(("dcgm", f.metric(cfg).to_string(), *s, (*e).min(to)));
+                }
+                grid.add(*f, series, cfg);
+            }
+            Job::Kube(m) => {
+                if matches!(m, KubeMetric::Info | KubeMetric::Phase) && series.is_empty() {
+                    gaps.push(("kube", m.selector(cfg), *s, *e));
+                }
+                kube.add(*m, series, cfg);
+            }
+        }
+    }
+    for (s, n) in util_chunks {
+        if n == 0 {
+            gaps.push(("dcgm", format!("{}|{}", cfg.metrics.gpu_util, cfg.metrics.engine_active), s, (s + chunk).min(to)));
+        }
+    }
+    gaps.sort();
+    summary.pods = kube.pods_seen();
+    summary.gaps = gaps.len();
+    if grid.cells_seen() == 0 {
+        tracing::warn!("no DCGM samples at all in {} to {}: is the DCGM exporter scraped?", fmt_ms(from), fmt_ms(to));
+    }
+
+    // 3. Publish day by day, merging with what the lake holds outside the window.
+    let t1 = std::time::Instant::now();
+    let day0 = from.div_euclid(DAY_MS) * DAY_MS;
+    let mut d = day0;
+    while d < to {
+        let date = DateTime::from_timestamp_millis(d).expect("valid").date_naive();
+        let (c0, c1) = (((d.max(from) - from) / step) as usize, ((((d + DAY_MS).min(to)) - from) / step) as usize);
+        let (w0, w1) = (d.max(from), (d + DAY_MS).min(to));
+        let gpu = grid.batch(c0, c1);
+        summary.gpu_rows += gpu.num_rows();
+        let gpu = merge_window(lake, Table::GpuSamples, date, "ts", w0, w1, gpu)?;
+        write_partition(lake, Table::GpuSamples, date, &gpu)?;
+        write_partition(lake, Table::Nodes, date, &nodes_of(&gpu))?;
+        let pending = merge_window(lake, Table::PendingSamples, date, "ts", w0, w1, kube.pending_batch(w0, w1))?;
+        write_partition(lake, Table::PendingSamples, date, &pending)?;
+        let quotas = merge_window(lake, Table::Quotas, date, "ts", w0, w1, kube.quotas_batch(w0, w1))?;
+        write_partition(lake, Table::Quotas, date, &quotas)?;
+        let day_gaps: Vec<_> = gaps.iter().filter(|g| g.2 >= d && g.2 < d + DAY_MS).cloned().collect();
+        let g = merge_window(lake, Table::Gaps, date, "gap_start", w0, w1, gaps_batch(&day_gaps))?;
+        write_partition(lake, Table::Gaps, date, &g)?;
+        d += DAY_MS;
+    }
+    for (date, batch) in kube.pods_by_day() {
+        let merged = merge_pods(lake, date, batch)?;
+        write_partition(lake, Table::Pods, date, &merged)?;
+    }
+    summary.write_secs = t1.elapsed().as_secs_f64();
+
+    // 4. Only now advance the checkpoints.
+    let mut cps = Checkpoints::load(lake.root())?;
+    let to_t = DateTime::from_timestamp_millis(to).expect("valid");
+    for s in SOURCES {
+        if cps.get(s).is_none_or(|t| t < to_t) {
+            cps.set(s, to_t);
+        }
+    }
+    cps.save(lake.root())?;
+    Ok(summary)
+}
+
+fn job_order(job: &Job) -> (u8, u8) {
+    match job {
+        Job::Dcgm(f) => (0, *f as u8),
+        Job::Kube(m) => (1, *m as u8),
+    }
+}
+
+fn merge_err(table: Table, date: NaiveDate) -> impl Fn(arrow::error::ArrowError) -> CollectError {
+    move |e| CollectError::Merge { table: table.name(), date, message: e.to_string() }
+}
+
+/// The day's existing rows with `column` outside `[w0, w1)`, plus `new`.
+fn merge_window(lake: &Lake, table: Table, date: NaiveDate, column: &str, w0: i64, w1: i64, new: RecordBatch) -> Result<RecordBatch> {
+    let Some(old) = read_partition(lake, table, date)? else { return Ok(new) };
+    let ts = old.column_by_name(column).expect("time column").as_primitive::<TimestampMillisecondType>();
+    let keep: BooleanArray = ts.iter().map(|t| Some(t.is_none_or(|t| t < w0 || t >= w1))).collect();
+    let kept = filter_record_batch(&old, &keep).map_err(merge_err(table, date))?;
+    concat_batches(&table.schema(), [&kept, &new]).map_err(merge_err(table, date))
+}
+
+/// The day's existing pods whose uid is not in `new`, plus `new`.
+fn merge_pods(lake: &Lake, date: NaiveDate, new: RecordBatch) -> Result<RecordBatch> {
+    let Some(old) = read_partition(lake, Table::Pods, date)? else { return Ok(new) };
+    let new_uids: std::collections::BTreeSet<String> =
+        new.column_by_name("uid").expect("uid").as_string::<i32>().iter().flatten().map(str::to_string).collect();
+    let uids = old.column_by_name("uid").expect("uid").as_string::<i32>();
+    let keep: BooleanArray = uids.iter().map(|u| Some(u.is_none_or(|u| !new_uids.contains(u)))).collect();
+    let kept = filter_record_batch(&old, &keep).map_err(merge_err(Table::Pods, date))?;
+    concat_batches(&Table::Pods.schema(), [&kept, &new]).map_err(merge_err(Table::Pods, date))
+}
+
+/// The day's inventory, derived from its GPU rows: first and last sample per unit.
+fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
+    let str_col = |name: &str| arrow::compute::cast(gpu.column_by_name(name).expect("column"), &DataType::Utf8).expect("cast to utf8");
+    let (node, uuid, model, mig) = (str_col("node"), str_col("gpu_uuid"), str_col("gpu_model"), str_col("mig_profile"));
+    let (node, uuid, model, mig) = (node.as_string::<i32>(), uuid.as_string::<i32>(), model.as_string::<i32>(), mig.as_string::<i32>());
+    let gi = gpu.column_by_name("gpu_instance_id").expect("gi").as_primitive::<arrow::datatypes::Int16Type>();
+    let idx = gpu.column_by_name("gpu_index").expect("idx").as_primitive::<arrow::datatypes::Int16Type>();
+    let share = gpu.column_by_name("share").expect("share").as_primitive::<arrow::datatypes::Float64Type>();
+    let total = gpu.column_by_name("mem_total_mib").expect("mem_total").as_primitive::<arrow::datatypes::Float32Type>();
+    let ts = gpu.column_by_name("ts").expect("ts").as_primitive::<TimestampMillisecondType>();
+    type Key = (String, String, Option<i16>);
+    let mut units: BTreeMap<Key, (i16, String, Option<String>, f64, Option<f32>, i64, i64)> = BTreeMap::new();
+    for i in 0..gpu.num_rows() {
+        let key = (node.value(i).to_string(), uuid.value(i).to_string(), gi.is_valid(i).then(|| gi.value(i)));
+        let t = ts.value(i);
+        let e = units.entry(key).or_insert_with(|| {
+            (idx.value(i), model.value(i).to_string(), mig.is_valid(i).then(|| mig.value(i).to_string()), 0.0, None, t, t)
+        });
+        // a time-sliced GPU has several rows per step; its unit share is their sum per step
+        if t == e.5 {
+            e.3 += share.value(i);
+        }
+        if total.is_valid(i) {
+            e.4 = Some(total.value(i));
+        }
+        e.5 = e.5.min(t);
+        e.6 = e.6.max(t);
+    }
+    let mut b_node = arrow::array::StringDictionaryBuilder::<Int32Type>::new();
+    let mut b_uuid = arrow::array::StringDictionaryBuilder::<Int32Type>::new();
+    let mut b_idx = arrow::array::Int16Builder::new();
+    let mut b_model = arrow::array::StringDictionaryBuilder::<Int32Type>::new();
+    let mut b_mig = arrow::array::StringDictionaryBuilder::<Int32Type>::new();
+    let mut b_gi = arrow::array::Int16Builder::new();
+    let mut b_share = arrow::array::Float64Builder::new();
+    let mut b_fb = arrow::array::Float32Builder::new();
+    let mut b_first = TimestampMillisecondBuilder::new().with_timezone("UTC");
+    let mut b_last = TimestampMillisecondBuilder::new().with_timezone("UTC");
+    for ((n, u, g), (i, m, p, s, fb, first, last)) in units {
+        b_node.append_value(n);
+        b_uuid.append_value(u);
+        b_idx.append_value(i);
+        b_model.append_value(m);
+        b_mig.append_option(p);
+        b_gi.append_option(g);
+        b_share.append_value(s);
+        b_fb.append_option(fb);
+        b_first.append_value(first);
+        b_last.append_value(last);
+    }
+    RecordBatch::try_new(
+        Table::Nodes.schema(),
+        vec![
+            Arc::new(b_node.finish()),
+            Arc::new(b_uuid.finish()),
+            Arc::new(b_idx.finish()),
+            Arc::new(b_model.finish()),
+            Arc::new(b_mig.finish()),
+            Arc::new(b_gi.finish()),
+            Arc::new(b_share.finish()),
+            Arc::new(b_fb.finish()),
+            Arc::new(b_first.finish()),
+            Arc::new(b_last.finish()),
+        ],
+    )
+    .expect("columns match the nodes schema")
+}
+
+fn gaps_batch(gaps: &[(&'static str, String, i64, i64)]) -> RecordBatch {
+    let src: arrow::array::DictionaryArray<Int32Type> = gaps.iter().map(|g| g.0).collect();
+    let metric: arrow::array::DictionaryArray<Int32Type> = gaps.iter().map(|g| g.1.as_str()).collect();
+    let start = arrow::array::TimestampMillisecondArray::from(gaps.iter().map(|g| g.2).collect::<Vec<_>>()).with_timezone("UTC");
+    let end = arrow::array::TimestampMillisecondArray::from(gaps.iter().map(|g| g.3).collect::<Vec<_>>()).with_timezone("UTC");
+    let reason: arrow::array::DictionaryArray<Int32Type> = gaps.iter().map(|_| "no data").collect();
+    RecordBatch::try_new(Table::Gaps.schema(), vec![Arc::new(src), Arc::new(metric), Arc::new(start), Arc::new(end), Arc::new(reason)])
+        .expect("columns match the gaps schema")
+}

@@ -1,0 +1,310 @@
+//! The Prometheus HTTP API client: auth, extra headers, a path prefix, a CA file, timeouts,
+//! retries with exponential backoff and jitter, and raw range-vector queries.
+//!
+//! Why raw range vectors (`/api/v1/query` with `metric[6h]`) and not `query_range`:
+//! `query_range` evaluates the selector at every step with Prometheus' 5-minute lookback, so
+//! after a pod switch the old pod's series (which stops getting samples, and in backfilled
+//! TSDBs has no staleness marker) is still "present" for up to 5 minutes next to the new
+//! one: both pods would be charged for the same GPU. A raw range vector returns only the
+//! samples that were scraped, with their own timestamps, so each scrape maps to exactly one
+//! holder; `tests/collect_prometheus.rs` shows the double count `query_range` gives on the
+//! same data. Raw queries are not bound by the 11,000-points-per-series limit of
+//! `query_range`, only by `query.max-samples`, which the chunk length keeps far below.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::PrometheusConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromError {
+    #[error("prometheus setup: {0}")]
+    Setup(String),
+    #[error("query {query} for {window}: {message}")]
+    Query { query: String, window: String, message: String },
+}
+
+pub type Result<T, E = PromError> = std::result::Result<T, E>;
+
+/// One series: its labels and its raw samples (milliseconds, value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub labels: BTreeMap<String, String>,
+    pub samples: Vec<(i64, f64)>,
+}
+
+#[derive(Clone)]
+pub struct PromClient {
+    http: reqwest::Client,
+    base: String,
+    display_base: String,
+    auth: Option<String>,
+    headers: Vec<(String, String)>,
+    retries: u32,
+    backoff_ms: u64,
+}
+
+impl std::fmt::Debug for PromClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print credentials.
+        f.debug_struct("PromClient").field("base", &self.display_base).field("auth", &self.auth.as_ref().map(|_| "<redacted>")).finish()
+    }
+}
+
+/// `http://user:secret@host/x` -> `http://host/x` for messages.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(s), Some(a)) if a > s => format!("{}{}", &url[..s + 3], &url[a + 1..]),
+        _ => url.to_string(),
+    }
+}
+
+fn read_secret(path: &PathBuf, key: &str) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| PromError::Setup(format!("{key}: reading {}: {e}", path.display())))
+}
+
+impl PromClient {
+    pub fn new(cfg: &PrometheusConfig) -> Result<PromClient> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder()
+            .timeout(Duration::from_secs(cfg.timeout_secs))
+            .connect_timeout(Duration::from_secs(cfg.timeout_secs.min(10)))
+            .user_agent(concat!("gpuledger/", env!("CARGO_PKG_VERSION")));
+        if let Some(ca) = &cfg.ca_file {
+            let pem = std::fs::read(ca).map_err(|e| PromError::Setup(format!("prometheus.ca_file: reading {}: {e}", ca.display())))?;
+            let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| PromError::Setup(format!("prometheus.ca_file {}: {e}", ca.display())))?;
+            builder = builder.add_root_certificate(cert);
+        }
+        let http = builder.build().map_err(|e| PromError::Setup(format!("HTTP client: {e}")))?;
+        let auth = if let Some(path) = &cfg.bearer_token_file {
+            Some(format!("Bearer {}", read_secret(path, "prometheus.bearer_token_file")?))
+        } else if let Some(var) = &cfg.bearer_token_env {
+            let token = std::env::var(var).map_err(|_| PromError::Setup(format!("prometheus.bearer_token_env: ${var} is not set")))?;
+            Some(format!("Bearer {}", token.trim()))
+        } else if let Some(user) = &cfg.basic_auth_user {
+            use base64_engine::encode;
+            let password = match &cfg.basic_auth_password_file {
+                Some(p) => read_secret(p, "prometheus.basic_auth_password_file")?,
+                None => String::new(),
+            };
+            Some(format!("Basic {}", encode(format!("{user}:{password}").as_bytes())))
+        } else {
+            None
+        };
+        let base = cfg.url.trim_end_matches('/').to_string();
+        Ok(PromClient {
+            http,
+            display_base: redact_url(&base),
+            base,
+            auth,
+            headers: cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            retries: cfg.retries,
+            backoff_ms: cfg.backoff_ms,
+        })
+    }
+
+    pub fn display_base(&self) -> &str {
+        &self.display_base
+    }
+
+    /// Raw samples of `selector` with timestamps in `[start_ms, end_ms)`.
+    pub async fn range_vector(&self, selector: &str, start_ms: i64, end_ms: i64) -> Result<Vec<Series>> {
+        let range_ms = end_ms - start_ms;
+        let query = format!("{selector}[{range_ms}ms]");
+        // Evaluated 1 ms before the end: the range covers [start, end) whether the server's
+        // range selector is closed (Prometheus 2) or left-open (Prometheus 3) at its start.
+        let time = format!("{}.{:03}", (end_ms - 1).div_euclid(1000), (end_ms - 1).rem_euclid(1000));
+        let window = format!("{} to {}", fmt_ms(start_ms), fmt_ms(end_ms));
+        let body = self.get_json("/api/v1/query", &[("query", query.as_str()), ("time", time.as_str())], &query, &window).await?;
+        let mut series = parse_matrix(&body).map_err(|message| PromError::Query { query: query.clone(), window: window.clone(), message })?;
+        for s in series.iter_mut() {
+            s.samples.retain(|(t, _)| *t >= start_ms && *t < end_ms);
+        }
+        series.retain(|s| !s.samples.is_empty());
+        Ok(series)
+    }
+
+    /// `query_range` (kept for the evidence test: it double-counts after pod switches).
+    pub async fn query_range(&self, query: &str, start_ms: i64, end_ms: i64, step_s: u32) -> Result<Vec<Series>> {
+        let window = format!("{} to {}", fmt_ms(start_ms), fmt_ms(end_ms));
+        let (start, end, step) = (format!("{}", start_ms / 1000), format!("{}", end_ms / 1000), format!("{step_s}"));
+        let body = self
+            .get_json("/api/v1/query_range", &[("query", query), ("start", &start), ("end", &end), ("step", &step)], query, &window)
+            .await?;
+        parse_matrix(&body).map_err(|message| PromError::Query { query: query.into(), window, message })
+    }
+
+    async fn get_json(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str) -> Result<Value> {
+        let url = format!("{}{}", self.base, path);
+        let fail = |message: String| PromError::Query { query: query.to_string(), window: window.to_string(), message };
+        let mut attempt = 0u32;
+        loop {
+            let mut req = self.http.get(&url).query(params);
+            if let Some(a) = &self.auth {
+                req = req.header(reqwest::header::AUTHORIZATION, a);
+            }
+            for (k, v) in &self.headers {
+                req = req.header(k.as_str(), v.as_str());
+            }
+            let outcome: std::result::Result<Value, (bool, String)> = match req.send().await {
+                Err(e) => Err((true, format!("{} unreachable: {}", self.display_base, without_url(&e)))),
+                Ok(resp) => {
+                    let status = resp.status();
+                    match resp.bytes().await {
+                        Err(e) => Err((true, format!("HTTP {status}: reading the body: {}", without_url(&e)))),
+                        Ok(bytes) => {
+                            let retryable = status.as_u16() == 429 || status.is_server_error();
+                            match serde_json::from_slice::<Value>(&bytes) {
+                                Ok(v) if status.is_success() && v.get("status").and_then(Value::as_str) == Some("success") => Ok(v),
+                                Ok(v) => {
+                                    let msg = v.get("error").and_then(Value::as_str).unwrap_or("no error message");
+                                    Err((retryable, format!("HTTP {status}: {msg}")))
+                                }
+                                Err(e) if status.is_success() => Err((true, format!("malformed JSON in the response ({} bytes): {e}", bytes.len()))),
+                                Err(_) => Err((retryable, format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).trim()))),
+                            }
+                        }
+                    }
+                }
+            };
+            match outcome {
+                Ok(v) => return Ok(v),
+                Err((retry, message)) if retry && attempt < self.retries => {
+                    attempt += 1;
+                    let delay = backoff(self.backoff_ms, attempt);
+                    tracing::warn!("{query} ({window}): {message}; retry {attempt}/{} in {} ms", self.retries, delay.as_millis());
+                    tokio::time::sleep(delay).await;
+                }
+                Err((_, message)) => {
+                    let tries = if attempt > 0 { format!(" (after {} attempts)", attempt + 1) } else { String::new() };
+                    return Err(fail(format!("{message}{tries}")));
+                }
+            }
+        }
+    }
+}
+
+/// Exponential backoff with full jitter: uniform in [base * 2^(n-1) / 2, base * 2^(n-1)].
+fn backoff(base_ms: u64, attempt: u32) -> Duration {
+    let cap = base_ms.saturating_mul(1 << (attempt - 1).min(10)).min(60_000);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(0);
+    let jitter = crate::simulate::rng::mix(nanos ^ attempt as u64) % (cap / 2 + 1);
+    Duration::from_millis(cap / 2 + jitter)
+}
+
+/// reqwest errors print the URL with its query string; keep messages short.
+fn without_url(e: &reqwest::Error) -> String {
+    let mut msg = e.to_string();
+    if let Some(url) = e.url() {
+        msg = msg.replace(url.as_str(), "").replace(" for url ()", "").replace(" ()", "");
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        msg = format!("{msg}: {s}");
+        source = s.source();
+    }
+    msg
+}
+
+pub fn fmt_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_else(|| ms.to_string())
+}
+
+/// Parses a Prometheus sample value: numbers, `NaN`, `+Inf`, `-Inf`.
+pub fn parse_value(v: &str) -> Option<f64> {
+    match v {
+        "NaN" => Some(f64::NAN),
+        "+Inf" | "Inf" => Some(f64::INFINITY),
+        "-Inf" => Some(f64::NEG_INFINITY),
+        other => other.parse().ok(),
+    }
+}
+
+/// `{"data": {"resultType": "matrix", "result": [{"metric": {...}, "values": [[t, "v"], ...]}]}}`
+pub fn parse_matrix(body: &Value) -> std::result::Result<Vec<Series>, String> {
+    let data = body.get("data").ok_or("no `data` in the response")?;
+    let kind = data.get("resultType").and_then(Value::as_str).ok_or("no `data.resultType`")?;
+    if kind != "matrix" {
+        return Err(format!("expected a matrix, got {kind}"));
+    }
+    let result = data.get("result").and_then(Value::as_array).ok_or("no `data.result` array")?;
+    let mut out = Vec::with_capacity(result.len());
+    for (i, item) in result.iter().enumerate() {
+        let metric = item.get("metric").and_then(Value::as_object).ok_or(format!("result[{i}] has no `metric`"))?;
+        let labels = metric.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
+        let values = item.get("values").and_then(Value::as_array).ok_or(format!("result[{i}] has no `values`"))?;
+        let mut samples = Vec::with_capacity(values.len());
+        for pair in values {
+            let t = pair.get(0).and_then(Value::as_f64).ok_or(format!("result[{i}]: bad timestamp in {pair}"))?;
+            let v = pair.get(1).and_then(Value::as_str).and_then(parse_value).ok_or(format!("result[{i}]: bad value in {pair}"))?;
+            samples.push(((t * 1000.0).round() as i64, v));
+        }
+        out.push(Series { labels, samples });
+    }
+    Ok(out)
+}
+
+/// A minimal standard base64 encoder for the basic-auth header.
+mod base64_engine {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    pub fn encode(input: &[u8]) -> String {
+        let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+        for chunk in input.chunks(3) {
+            let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+            let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn rfc4648_vectors() {
+            assert_eq!(super::encode(b"foobar"), "Zm9vYmFy");
+            assert_eq!(super::encode(b"fooba"), "Zm9vYmE=");
+            assert_eq!(super::encode(b"foob"), "Zm9vYg==");
+            assert_eq!(super::encode(b"user:pass"), "dXNlcjpwYXNz");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matrix_parsing_handles_floats_nan_and_inf() {
+        let body: Value = serde_json::from_str(
+            r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"x","a":"b"},"values":[[1790812800.5,"1.5e+09"],[1790812830,"NaN"],[1790812860,"+Inf"]]}]}}"#,
+        )
+        .unwrap();
+        let s = parse_matrix(&body).unwrap();
+        assert_eq!(s[0].labels["a"], "b");
+        assert_eq!(s[0].samples[0], (1_790_812_800_500, 1.5e9));
+        assert!(s[0].samples[1].1.is_nan());
+        assert!(s[0].samples[2].1.is_infinite());
+        assert!(parse_matrix(&serde_json::json!({"data": {"resultType": "vector", "result": []}})).is_err());
+    }
+
+    #[test]
+    fn credentials_never_reach_messages() {
+        assert_eq!(redact_url("https://bob:hunter2@mimir.example/prometheus"), "https://mimir.example/prometheus");
+        let cfg = PrometheusConfig { bearer_token_env: Some("GPULEDGER_TEST_TOKEN_XYZ".into()), ..PrometheusConfig::default() };
+        std::env::set_var("GPULEDGER_TEST_TOKEN_XYZ", "s3cret-token");
+        let c = PromClient::new(&cfg).unwrap();
+        assert!(!format!("{c:?}").contains("s3cret"));
+    }
+}

@@ -1,0 +1,159 @@
+//! Faults a real Prometheus will not produce on demand, from a small loopback stub: 503
+//! bursts, malformed JSON, a cut-off body, a 400 for a bad query. Also: auth and extra
+//! headers reach the server, and the token never reaches the logs.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// What the stub answers to the n-th request (0-based): (status, body, declared length).
+type Script = Box<dyn Fn(usize) -> (u16, String, Option<usize>) + Send>;
+
+const EMPTY: &str = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
+
+/// Serves `script` on a loopback port; returns the base URL and the requests' header blocks.
+fn stub(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for (n, conn) in listener.incoming().enumerate() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            log.lock().unwrap().push(head);
+            let (status, body, declared) = script(n);
+            let reason = match status {
+                200 => "OK",
+                400 => "Bad Request",
+                503 => "Service Unavailable",
+                _ => "Other",
+            };
+            let len = declared.unwrap_or(body.len());
+            let _ = write!(conn, "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{body}");
+            let _ = conn.flush();
+        }
+    });
+    (url, seen)
+}
+
+fn config(dir: &Path, url: &str) {
+    std::fs::write(
+        dir.join("gpuledger.toml"),
+        format!(
+            "[lake]\npath = \"lake\"\n[prometheus]\nurl = \"{url}\"\nstep_secs = 60\nchunk_secs = 3600\nconcurrency = 1\nretries = 4\nbackoff_ms = 10\ntimeout_secs = 5\nbearer_token_env = \"GPULEDGER_TEST_TOKEN\"\nheaders = {{ \"X-Scope-OrgID\" = \"tenant-7\" }}\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn collect(dir: &Path) -> std::process::Output {
+    common::bin()
+        .current_dir(dir)
+        .env("GPULEDGER_TEST_TOKEN", "tok-secret-123")
+        .args(["collect", "--from", "2026-10-05T00:00:00Z", "--to", "2026-10-05T01:00:00Z"])
+        .output()
+        .unwrap()
+}
+
+fn parquet_files(dir: &Path) -> usize {
+    if !dir.exists() {
+        return 0;
+    }
+    common::tree(dir).iter().filter(|(p, _)| p.ends_with(".parquet")).count()
+}
+
+#[test]
+fn bursts_of_503_are_retried_and_empty_sources_become_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, seen) = stub(Box::new(|n| if n < 3 { (503, "overloaded".into(), None) } else { (200, EMPTY.into(), None) }));
+    config(dir.path(), &url);
+    let out = collect(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("retry 1/4") && err.contains("503"), "retries are logged: {err}");
+    assert!(!err.contains("tok-secret-123"), "token leaked: {err}");
+    let heads = seen.lock().unwrap().clone();
+    assert!(heads.iter().all(|h| h.contains("authorization: Bearer tok-secret-123") || h.contains("Authorization: Bearer tok-secret-123")), "{}", heads[0]);
+    assert!(heads.iter().all(|h| h.to_ascii_lowercase().contains("x-scope-orgid: tenant-7")));
+    assert!(heads[3].starts_with("GET /api/v1/query?"), "{}", heads[3]);
+    let gaps = common::stdout(&common::run_ok(dir.path(), &["query", "SELECT count(*) AS n FROM gaps", "--format", "csv"]));
+    let n: i64 = gaps.lines().nth(1).unwrap().parse().unwrap();
+    assert!(n >= 3, "an hour with no DCGM and no kube data is recorded as gaps: {n}");
+}
+
+#[test]
+fn malformed_json_fails_cleanly_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, seen) = stub(Box::new(|_| (200, "{\"status\":\"success\",\"data\":{\"resultType\":\"matr".into(), None)));
+    config(dir.path(), &url);
+    let out = collect(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let last = err.lines().last().unwrap();
+    assert!(last.contains("malformed JSON") && last.contains("query ") && last.contains("2026-10-05T00:00:00Z to 2026-10-05T01:00:00Z"), "{last}");
+    assert_eq!(seen.lock().unwrap().len(), 5, "a broken body is retried (1 + 4)");
+    assert_eq!(parquet_files(&dir.path().join("lake")), 0);
+    assert!(!dir.path().join("lake/_state/checkpoints.json").exists(), "checkpoint not advanced");
+    assert!(!dir.path().join("lake/_state/collect.lock").exists(), "lock released");
+}
+
+#[test]
+fn cut_off_body_is_retried_then_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _) = stub(Box::new(|_| (200, EMPTY[..20].to_string(), Some(EMPTY.len()))));
+    config(dir.path(), &url);
+    let out = collect(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.lines().last().unwrap().contains("after 5 attempts"), "{err}");
+    assert_eq!(parquet_files(&dir.path().join("lake")), 0);
+}
+
+#[test]
+fn bad_query_is_not_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, seen) = stub(Box::new(|_| (400, r#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#.into(), None)));
+    config(dir.path(), &url);
+    let out = collect(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("parse error at char 5"), "{err}");
+    assert_eq!(seen.lock().unwrap().len(), 1, "4xx is final");
+}
+
+#[test]
+fn down_prometheus_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    config(dir.path(), &format!("http://127.0.0.1:{port}"));
+    let out = collect(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let last = err.lines().last().unwrap();
+    assert!(last.contains("unreachable") && last.contains(&format!("127.0.0.1:{port}")), "{last}");
+}
+
+#[test]
+fn second_collector_on_one_lake_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("lake/_state")).unwrap();
+    // Our parent (the test harness) is alive: its pid holds the lock.
+    std::fs::write(dir.path().join("lake/_state/collect.lock"), format!("{}\n", std::process::id())).unwrap();
+    config(dir.path(), "http://127.0.0.1:9");
+    let out = collect(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("another collector") && err.contains(&std::process::id().to_string()), "{err}");
+}

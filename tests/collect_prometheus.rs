@@ -1,0 +1,230 @@
+//! `gpuledger collect` against a real Prometheus: the simulator's OpenMetrics history is
+//! backfilled with promtool into a temp TSDB, `prometheus` serves it on a loopback port, and
+//! the collected lake is checked against the simulator's ground-truth ledger. Then: an
+//! overlapping re-collect, a collector killed with SIGKILL, the evidence against
+//! `query_range`, and Prometheus stopped mid-run.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const FROM: &str = "2026-10-05T00:00:00Z";
+const TO: &str = "2026-10-06T00:00:00Z";
+
+fn tools_present() -> bool {
+    let ok = |t: &str| Command::new(t).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    if ok("prometheus") && ok("promtool") {
+        return true;
+    }
+    assert!(std::env::var_os("GPULEDGER_REQUIRE_PROMTOOL").is_none(), "prometheus and promtool are required here (GPULEDGER_REQUIRE_PROMTOOL is set)");
+    eprintln!("SKIPPED: prometheus/promtool not installed (apt-get install prometheus)");
+    false
+}
+
+struct Prom {
+    child: Child,
+    port: u16,
+}
+
+impl Prom {
+    fn start(tsdb: &Path, dir: &Path) -> Prom {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let cfg = dir.join("prometheus.yml");
+        std::fs::write(&cfg, "global:\n  scrape_interval: 1m\nscrape_configs: []\n").unwrap();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+            .arg("--storage.tsdb.retention.time=100y")
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let p = Prom { child, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                use std::io::{Read, Write};
+                let _ = s.write_all(b"GET /-/ready HTTP/1.0\r\n\r\n");
+                let mut buf = String::new();
+                let _ = s.read_to_string(&mut buf);
+                if buf.starts_with("HTTP/1.0 200") || buf.starts_with("HTTP/1.1 200") {
+                    return p;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("prometheus not ready: {}", std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default());
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Prom {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn write_config(dir: &Path, name: &str, url: &str, lake: &str, extra: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!("[lake]\npath = \"{lake}\"\n\n[prometheus]\nurl = \"{url}\"\nstep_secs = 60\nretries = 2\nbackoff_ms = 100\ntimeout_secs = 20\n{extra}\n"),
+    )
+    .unwrap();
+    path
+}
+
+/// The lake's files and their bytes, without the lock.
+fn lake_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    if !dir.exists() {
+        return Vec::new();
+    }
+    common::tree(dir).into_iter().filter(|(p, _)| !p.ends_with("collect.lock")).collect()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((p * (sorted.len() - 1) as f64).round() as usize).min(sorted.len() - 1)]
+}
+
+#[test]
+fn collect_from_a_real_prometheus() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::run_ok(
+        dir,
+        &["simulate", "--out", "sim", "--gpus", "24", "--days", "1", "--step", "60", "--seed", "11", "--start", "2026-10-05", "--openmetrics", "history.om"],
+    );
+    let tsdb = dir.join("tsdb");
+    let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("history.om")).arg(&tsdb).output().unwrap();
+    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    let mut prom = Prom::start(&tsdb, dir);
+    let cfg_a = write_config(dir, "a.toml", &prom.url(), "lake-a", "");
+
+    // 1. Collect the day and compare with the ledger.
+    let t0 = Instant::now();
+    let out = common::run_ok(dir, &["--config", "a.toml", "collect", "--from", FROM, "--to", TO]);
+    let first_run = t0.elapsed();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{log}");
+    let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+        dir,
+        &["--config", "a.toml", "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"],
+    )))
+    .unwrap();
+    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(report["conservation"]["cluster_gpu_us"].as_f64().unwrap(), ledger["cluster_gpu_seconds"].as_f64().unwrap() * 1e6, "every GPU-step collected once");
+    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
+        let row = rows.iter().find(|r| r["namespace"] == ns.as_str()).unwrap_or_else(|| panic!("no row for {ns}"));
+        for (got_k, want_k) in [("gpu_hours", "gpu_hours"), ("energy_kwh", "energy_kwh")] {
+            let (got, want) = (row[got_k].as_f64().unwrap(), truth[want_k].as_f64().unwrap());
+            eprintln!("{ns:>16} {got_k}: {got:.4} vs ledger {want:.4}");
+            assert!((got - want).abs() <= want.abs() * 0.005 + 1e-3, "{ns} {got_k}: collected {got} vs ledger {want}");
+        }
+    }
+    // Pod wait times per namespace, from the collected pods table.
+    let csv = common::stdout(&common::run_ok(
+        dir,
+        &[
+            "--config",
+            "a.toml",
+            "query",
+            "SELECT CAST(namespace AS VARCHAR) AS ns, (CAST(scheduled AS BIGINT) - CAST(created AS BIGINT)) / 1000.0 AS wait_s FROM pods WHERE created >= TIMESTAMP '2026-10-05T00:00:00Z' AND created < TIMESTAMP '2026-10-06T00:00:00Z' AND scheduled IS NOT NULL",
+            "--format",
+            "csv",
+        ],
+    ));
+    let mut waits: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for row in common::parse_csv(&csv).1 {
+        waits.entry(row[0].clone()).or_default().push(row[1].parse().unwrap());
+    }
+    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
+        if ns == "__unallocated__" {
+            continue;
+        }
+        let mut w = waits.remove(ns).unwrap_or_default();
+        w.sort_by(f64::total_cmp);
+        assert_eq!(w.len() as u64, truth["pods_started"].as_u64().unwrap(), "{ns}: pods started in the window");
+        for (p, key) in [(0.5, "wait_p50_s"), (0.95, "wait_p95_s"), (1.0, "wait_max_s")] {
+            let (got, want) = (percentile(&w, p), truth[key].as_f64().unwrap());
+            assert!((got - want).abs() <= want * 0.005 + 1e-9, "{ns} {key}: {got} vs ledger {want}");
+        }
+    }
+    let tree_a = lake_tree(&dir.join("lake-a"));
+
+    // 2. An overlapping second collect changes nothing.
+    common::run_ok(dir, &["--config", "a.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO]);
+    assert!(lake_tree(&dir.join("lake-a")) == tree_a, "overlapping re-collect changed the lake");
+
+    // 3. query_range double-counts after pod switches; raw range vectors do not.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cfg = gpuledger::config::Config::load(&cfg_a, true).unwrap();
+    let client = gpuledger::collect::prometheus::PromClient::new(&cfg.prometheus).unwrap();
+    let (s, e) = (1_790_812_800_000 + 4 * 86_400_000, 1_790_812_800_000 + 5 * 86_400_000);
+    let doubled = |series: &[gpuledger::collect::prometheus::Series]| {
+        let mut seen: BTreeMap<(String, i64), usize> = BTreeMap::new();
+        for x in series {
+            for (t, _) in &x.samples {
+                *seen.entry((x.labels["UUID"].clone(), *t)).or_default() += 1;
+            }
+        }
+        seen.values().filter(|n| **n > 1).count()
+    };
+    let ranged = rt.block_on(client.query_range("DCGM_FI_DEV_GPU_UTIL", s, e - 60_000, 60)).unwrap();
+    let raw = rt.block_on(client.range_vector("DCGM_FI_DEV_GPU_UTIL", s, e)).unwrap();
+    let (d_ranged, d_raw) = (doubled(&ranged), doubled(&raw));
+    eprintln!("GPU-steps with two holders: query_range {d_ranged}, raw range vectors {d_raw}");
+    assert!(d_ranged > 0, "query_range shows lingering series after pod switches");
+    assert_eq!(d_raw, 0);
+
+    // 4. A collector killed with SIGKILL mid-run, then rerun, gives the same lake.
+    write_config(dir, "b.toml", &prom.url(), "lake-b", "");
+    for fraction in [0.3, 0.7] {
+        let mut child = common::bin().current_dir(dir).args(["--config", "b.toml", "collect", "--from", FROM, "--to", TO]).spawn().unwrap();
+        std::thread::sleep(first_run.mul_f64(fraction));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    common::run_ok(dir, &["--config", "b.toml", "collect", "--from", FROM, "--to", TO]);
+    assert!(lake_tree(&dir.join("lake-b")) == tree_a.clone().into_iter().collect::<Vec<_>>(), "killed-then-rerun lake differs");
+
+    // 5. Prometheus stopped mid-run: clear error, non-zero exit, lake unchanged.
+    write_config(dir, "c.toml", &prom.url(), "lake-a", "chunk_secs = 3600\nconcurrency = 1");
+    let child = common::bin()
+        .current_dir(dir)
+        .args(["--config", "c.toml", "collect", "--from", "2026-10-05T06:00:00Z", "--to", TO])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    prom.stop();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "collect must fail when Prometheus goes away: {err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(last.starts_with("error: query ") && last.contains(" to 2026-10-"), "cause names the query and window: {last}");
+    assert!(lake_tree(&dir.join("lake-a")) == tree_a, "a failed collect changed the lake");
+}
