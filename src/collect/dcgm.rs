@@ -264,13 +264,13 @@ mod tests {
         let cfg = PrometheusConfig::default();
         let mut g = DcgmGrid::new(0, 90_000, 30);
         let gpu = [("UUID", "GPU-1"), ("Hostname", "n1"), ("modelName", "NVIDIA L4"), ("gpu", "0")];
-        let with_pod = |p: &str| -> Vec<(&str, &str)> {
+        fn with_pod<'a>(gpu: &[(&'a str, &'a str)], p: &'a str) -> Vec<(&'a str, &'a str)> {
             let mut v = gpu.to_vec();
             v.extend([("namespace", "a"), ("pod", p)]);
             v
-        };
+        }
         // pod p1 at 0 and 30 s, pod p2 at 60 s: no cell has both.
-        g.add(Field::Util, &[s(&with_pod("p1"), &[(0, 50.0), (30_000, 60.0)]), s(&with_pod("p2"), &[(60_000, 70.0)])], &cfg);
+        g.add(Field::Util, &[s(&with_pod(&gpu, "p1"), &[(0, 50.0), (30_000, 60.0)]), s(&with_pod(&gpu, "p2"), &[(60_000, 70.0)])], &cfg);
         g.add(Field::Power, &[s(&gpu, &[(0, 100.0), (30_000, 100.0), (60_000, 100.0)])], &cfg);
         // 3000 J in the first step, then a reset, then 3300 J.
         g.add(Field::Energy, &[s(&gpu, &[(0, 1_000_000.0), (30_000, 4_000_000.0), (60_000, 0.0), (90_000, 3_300_000.0)])], &cfg);

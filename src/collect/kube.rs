@@ -364,7 +364,7 @@ mod tests {
         let a = [("namespace", "ns"), ("pod", "job-0"), ("uid", "u1")];
         let b = [("namespace", "ns"), ("pod", "job-0"), ("uid", "u2")];
         k.add(KubeMetric::Created, &[s(&a, &[(0, 1.5e9)]), s(&b, &[(300_000, 1.5e9 + 300.0)])], &cfg);
-        let mut req = |l: &[(&str, &str)]| {
+        let req = |l: &[(&str, &str)]| {
             let mut v = l.to_vec();
             v.extend([("container", "c"), ("resource", "nvidia_com_gpu")]);
             s(&v, &[(0, 2.0)])

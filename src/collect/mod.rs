@@ -20,7 +20,7 @@ use arrow::array::{Array, AsArray, BooleanArray, RecordBatch, TimestampMilliseco
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::{DataType, Int32Type, TimestampMillisecondType};
 use chrono::{DateTime, NaiveDate, Utc};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::config::PrometheusConfig;
 use crate::lake::reader::read_partition;
@@ -143,10 +143,8 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         }
     }))
     .buffer_unordered(cfg.concurrency)
-    .collect::<Vec<_>>()
-    .await
-    .into_iter()
-    .collect::<std::result::Result<_, _>>()?;
+    .try_collect() // the first failure stops the run; queries in flight are dropped
+    .await?;
     bar.finish();
     summary.fetch_secs = t0.elapsed().as_secs_f64();
 
