@@ -54,10 +54,11 @@ impl KubeMetric {
             KubeMetric::Scheduled => m.pod_scheduled_time.clone(),
             KubeMetric::Started => m.pod_start_time.clone(),
             KubeMetric::Completed => m.pod_completion_time.clone(),
-            KubeMetric::Phase => format!("{}==1", m.pod_phase),
+            // range selectors take no comparison: the `== 1` filter is applied on receipt
+            KubeMetric::Phase => m.pod_phase.clone(),
             KubeMetric::Requests => format!("{}{{resource=~\"nvidia_com_.*|cpu|memory\"}}", m.pod_requests),
-            KubeMetric::StatusReason => format!("{}==1", m.pod_status_reason),
-            KubeMetric::LastTerminated => format!("{}==1", m.pod_last_terminated_reason),
+            KubeMetric::StatusReason => m.pod_status_reason.clone(),
+            KubeMetric::LastTerminated => m.pod_last_terminated_reason.clone(),
             KubeMetric::Quota => format!("{}{{resource=~\".*nvidia.*\"}}", m.resourcequota),
         }
     }
@@ -135,7 +136,19 @@ impl KubeState {
         // kube-state-metrics' own namespace/pod labels; exported_* when renamed on scrape.
         let ns_pick = LabelPick::for_response(&["namespace".to_string()], series);
         let pod_pick = LabelPick::for_response(&["pod".to_string()], series);
+        let one_hot = matches!(metric, KubeMetric::Phase | KubeMetric::StatusReason | KubeMetric::LastTerminated);
         for s in series {
+            // For 0/1 state series only the samples where the state holds count.
+            let filtered;
+            let s = if one_hot {
+                filtered = Series { labels: s.labels.clone(), samples: s.samples.iter().copied().filter(|(_, v)| *v == 1.0).collect() };
+                if filtered.samples.is_empty() {
+                    continue;
+                }
+                &filtered
+            } else {
+                s
+            };
             let Some(uid) = s.labels.get("uid").filter(|u| !u.is_empty()) else { continue };
             let (Some(ns), Some(name)) = (ns_pick.get(&s.labels), pod_pick.get(&s.labels)) else { continue };
             let Some(&(last_t, last_v)) = s.samples.last() else { continue };
