@@ -291,13 +291,17 @@ async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
     let s = crate::collect::collect(&ctx.lake, &cfg, from, to, ctx.progress).await?;
     if s.queries > 0 {
         tracing::info!(
-            "collected {} to {}: {} queries, {} samples ({:.0}/s) in {:.1}s fetching + {:.1}s writing; {} GPU rows, {} pods, {} gaps",
+            "collected {} to {}: {} queries, {} samples ({:.0}/s) in {:.2}s fetching (Prometheus {:.2}s, JSON decode {:.2}s, summed over {} in flight) + {:.2}s assembling + {:.2}s writing; {} GPU rows, {} pods, {} gaps",
             crate::collect::prometheus::fmt_ms(s.from),
             crate::collect::prometheus::fmt_ms(s.to),
             s.queries,
             s.samples,
-            s.samples as f64 / (s.fetch_secs + s.write_secs).max(1e-9),
+            s.samples as f64 / (s.fetch_secs + s.assemble_secs + s.write_secs).max(1e-9),
             s.fetch_secs,
+            s.prometheus_secs,
+            s.decode_secs,
+            cfg.concurrency,
+            s.assemble_secs,
             s.write_secs,
             s.gpu_rows,
             s.pods,

@@ -103,6 +103,7 @@ pub struct MetricNames {
     pub pod_labels: String,
     pub resourcequota: String,
     pub node_capacity: String,
+    pub kueue_pending: String,
 }
 
 impl Default for MetricNames {
@@ -128,6 +129,7 @@ impl Default for MetricNames {
             pod_labels: "kube_pod_labels".into(),
             resourcequota: "kube_resourcequota".into(),
             node_capacity: "kube_node_status_capacity".into(),
+            kueue_pending: "kueue_pending_workloads".into(),
         }
     }
 }
@@ -141,6 +143,8 @@ pub struct LabelNames {
     pub namespace: Vec<String>,
     pub pod: Vec<String>,
     pub container: Vec<String>,
+    /// kube_pod_labels labels that name the pod's team, first match wins.
+    pub team: Vec<String>,
 }
 
 impl Default for LabelNames {
@@ -151,6 +155,7 @@ impl Default for LabelNames {
             namespace: v(&["namespace", "pod_namespace"]),
             pod: v(&["pod", "pod_name"]),
             container: v(&["container", "container_name"]),
+            team: v(&["label_team", "label_cost_center"]),
         }
     }
 }

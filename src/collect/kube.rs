@@ -28,11 +28,14 @@ pub enum KubeMetric {
     Requests,
     StatusReason,
     LastTerminated,
+    Labels,
     Quota,
+    NodeCapacity,
+    KueuePending,
 }
 
 impl KubeMetric {
-    pub const ALL: [KubeMetric; 10] = [
+    pub const ALL: [KubeMetric; 13] = [
         KubeMetric::Info,
         KubeMetric::Created,
         KubeMetric::Scheduled,
@@ -42,7 +45,10 @@ impl KubeMetric {
         KubeMetric::Requests,
         KubeMetric::StatusReason,
         KubeMetric::LastTerminated,
+        KubeMetric::Labels,
         KubeMetric::Quota,
+        KubeMetric::NodeCapacity,
+        KubeMetric::KueuePending,
     ];
 
     /// The selector queried for this metric.
@@ -59,7 +65,11 @@ impl KubeMetric {
             KubeMetric::Requests => format!("{}{{resource=~\"nvidia_com_.*|cpu|memory\"}}", m.pod_requests),
             KubeMetric::StatusReason => m.pod_status_reason.clone(),
             KubeMetric::LastTerminated => m.pod_last_terminated_reason.clone(),
+            KubeMetric::Labels => m.pod_labels.clone(),
             KubeMetric::Quota => format!("{}{{resource=~\".*nvidia.*\"}}", m.resourcequota),
+            KubeMetric::NodeCapacity => format!("{}{{resource=~\"nvidia_com_.*\"}}", m.node_capacity),
+            // absent where Kueue does not run: an empty answer is not a gap
+            KubeMetric::KueuePending => m.kueue_pending.clone(),
         }
     }
 }
@@ -79,6 +89,7 @@ struct Pod {
     requests: BTreeMap<(String, String), f64>,
     phase: Option<(i64, String)>,
     reason: Option<String>,
+    team: Option<String>,
     /// Cells in which the pod was Pending.
     pending: Vec<i64>,
 }
@@ -102,6 +113,10 @@ pub struct KubeState {
     pods: BTreeMap<String, Pod>,
     /// (ts, namespace, resource) -> (hard, used)
     quotas: BTreeMap<(i64, String, String), (Option<f64>, Option<f64>)>,
+    /// (ts, node, resource) -> capacity
+    capacity: BTreeMap<(i64, String, String), f64>,
+    /// (ts, cluster_queue, status) -> pending workloads
+    kueue: BTreeMap<(i64, String, String), f64>,
 }
 
 fn secs_to_ms(v: f64) -> Option<i64> {
@@ -110,14 +125,40 @@ fn secs_to_ms(v: f64) -> Option<i64> {
 
 impl KubeState {
     pub fn new(from: i64, to: i64, step_s: u32) -> KubeState {
-        KubeState { from, to, step: step_s as i64 * 1000, pods: BTreeMap::new(), quotas: BTreeMap::new() }
+        KubeState {
+            from,
+            to,
+            step: step_s as i64 * 1000,
+            pods: BTreeMap::new(),
+            quotas: BTreeMap::new(),
+            capacity: BTreeMap::new(),
+            kueue: BTreeMap::new(),
+        }
     }
 
     pub fn pods_seen(&self) -> usize {
         self.pods.len()
     }
 
-    pub fn add(&mut self, metric: KubeMetric, series: &[Series], _cfg: &PrometheusConfig) {
+    fn cell(&self, t: i64) -> i64 {
+        self.from + (t - self.from).div_euclid(self.step) * self.step
+    }
+
+    pub fn add(&mut self, metric: KubeMetric, series: &[Series], cfg: &PrometheusConfig) {
+        if matches!(metric, KubeMetric::NodeCapacity | KubeMetric::KueuePending) {
+            let (k1, k2) = if metric == KubeMetric::NodeCapacity { ("node", "resource") } else { ("cluster_queue", "status") };
+            for s in series {
+                let (Some(a), Some(b)) = (s.labels.get(k1), s.labels.get(k2)) else { continue };
+                for &(t, v) in &s.samples {
+                    let key = (self.cell(t), a.clone(), b.clone());
+                    if let Some(v) = sane(v) {
+                        let map = if metric == KubeMetric::NodeCapacity { &mut self.capacity } else { &mut self.kueue };
+                        map.entry(key).or_insert(v);
+                    }
+                }
+            }
+            return;
+        }
         if metric == KubeMetric::Quota {
             for s in series {
                 let (Some(ns), Some(res), Some(kind)) = (s.labels.get("namespace"), s.labels.get("resource"), s.labels.get("type")) else { continue };
@@ -201,7 +242,12 @@ impl KubeState {
                         pod.reason = Some(r.clone());
                     }
                 }
-                KubeMetric::Quota => {}
+                KubeMetric::Labels => {
+                    if let Some(team) = cfg.labels.team.iter().find_map(|l| s.labels.get(l)).filter(|t| !t.is_empty()) {
+                        pod.team = Some(team.clone());
+                    }
+                }
+                KubeMetric::Quota | KubeMetric::NodeCapacity | KubeMetric::KueuePending => {}
             }
         }
     }
@@ -246,6 +292,7 @@ impl KubeState {
         let mut mem = Int64Builder::new();
         let mut phase = StringDictionaryBuilder::<Int32Type>::new();
         let mut reason = StringDictionaryBuilder::<Int32Type>::new();
+        let mut team = StringDictionaryBuilder::<Int32Type>::new();
         for (u, p) in pods {
             let (resource, gpus) = Self::gpu_request(p);
             ns.append_value(&p.namespace);
@@ -270,6 +317,7 @@ impl KubeState {
                 _ => None,
             };
             reason.append_option(if p.finished.is_some() || matches!(ph, Some("Succeeded" | "Failed")) { reason_value } else { None });
+            team.append_option(p.team.as_deref());
         }
         let columns: Vec<ArrayRef> = vec![
             Arc::new(ns.finish()),
@@ -287,6 +335,7 @@ impl KubeState {
             Arc::new(mem.finish()),
             Arc::new(phase.finish()),
             Arc::new(reason.finish()),
+            Arc::new(team.finish()),
         ];
         RecordBatch::try_new(Table::Pods.schema(), columns).expect("columns match the pods schema")
     }
@@ -387,5 +436,27 @@ mod tests {
         let days = k.pods_by_day();
         let rows: usize = days.values().map(|b| b.num_rows()).sum();
         assert_eq!(rows, 2);
+    }
+}
+
+impl KubeState {
+    /// `node_capacity` or `kueue_pending` rows for cells in `[c_start, c_end)`.
+    pub fn gauge_batch(&self, table: Table, c_start: i64, c_end: i64) -> RecordBatch {
+        let map = if table == Table::NodeCapacity { &self.capacity } else { &self.kueue };
+        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut a = StringDictionaryBuilder::<Int32Type>::new();
+        let mut b = StringDictionaryBuilder::<Int32Type>::new();
+        let mut v = Float64Builder::new();
+        for ((t, k1, k2), value) in map.range((c_start, String::new(), String::new())..) {
+            if *t >= c_end {
+                break;
+            }
+            ts.append_value(*t);
+            a.append_value(k1);
+            b.append_value(k2);
+            v.append_value(*value);
+        }
+        let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(a.finish()), Arc::new(b.finish()), Arc::new(v.finish())];
+        RecordBatch::try_new(table.schema(), columns).expect("columns match the gauge table schema")
     }
 }

@@ -59,6 +59,10 @@ pub struct CollectSummary {
     pub pods: usize,
     pub gaps: usize,
     pub fetch_secs: f64,
+    /// Summed over concurrent queries: waiting on Prometheus, and decoding its JSON.
+    pub prometheus_secs: f64,
+    pub decode_secs: f64,
+    pub assemble_secs: f64,
     pub write_secs: f64,
 }
 
@@ -147,6 +151,9 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     .await?;
     bar.finish();
     summary.fetch_secs = t0.elapsed().as_secs_f64();
+    summary.prometheus_secs = client.stats.http_secs();
+    summary.decode_secs = client.stats.decode_secs();
+    let t_assemble = std::time::Instant::now();
 
     // 2. Assemble in a fixed order (responses arrive in any order).
     let mut results = results;
@@ -186,6 +193,8 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         tracing::warn!("no DCGM samples at all in {} to {}: is the DCGM exporter scraped?", fmt_ms(from), fmt_ms(to));
     }
 
+    summary.assemble_secs = t_assemble.elapsed().as_secs_f64();
+
     // 3. Publish day by day, merging with what the lake holds outside the window.
     let t1 = std::time::Instant::now();
     let day0 = from.div_euclid(DAY_MS) * DAY_MS;
@@ -203,6 +212,10 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         write_partition(lake, Table::PendingSamples, date, &pending)?;
         let quotas = merge_window(lake, Table::Quotas, date, "ts", w0, w1, kube.quotas_batch(w0, w1))?;
         write_partition(lake, Table::Quotas, date, &quotas)?;
+        for table in [Table::NodeCapacity, Table::KueuePending] {
+            let b = merge_window(lake, table, date, "ts", w0, w1, kube.gauge_batch(table, w0, w1))?;
+            write_partition(lake, table, date, &b)?;
+        }
         let day_gaps: Vec<_> = gaps.iter().filter(|g| g.2 >= d && g.2 < d + DAY_MS).cloned().collect();
         let g = merge_window(lake, Table::Gaps, date, "gap_start", w0, w1, gaps_batch(&day_gaps))?;
         write_partition(lake, Table::Gaps, date, &g)?;

@@ -36,8 +36,31 @@ pub struct Series {
     pub samples: Vec<(i64, f64)>,
 }
 
+/// Where a run's time went: waiting on the server (request to last body byte) and decoding
+/// JSON, summed over queries (several are in flight at once).
+#[derive(Debug, Default)]
+pub struct ClientStats {
+    pub http_ns: std::sync::atomic::AtomicU64,
+    pub decode_ns: std::sync::atomic::AtomicU64,
+}
+
+impl ClientStats {
+    pub fn http_secs(&self) -> f64 {
+        self.http_ns.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e9
+    }
+
+    pub fn decode_secs(&self) -> f64 {
+        self.decode_ns.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e9
+    }
+
+    fn add(counter: &std::sync::atomic::AtomicU64, since: std::time::Instant) {
+        counter.fetch_add(since.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 #[derive(Clone)]
 pub struct PromClient {
+    pub stats: std::sync::Arc<ClientStats>,
     http: reqwest::Client,
     base: String,
     display_base: String,
@@ -98,6 +121,7 @@ impl PromClient {
         };
         let base = cfg.url.trim_end_matches('/').to_string();
         Ok(PromClient {
+            stats: std::sync::Arc::default(),
             http,
             display_base: redact_url(&base),
             base,
@@ -121,7 +145,10 @@ impl PromClient {
         let time = format!("{}.{:03}", (end_ms - 1).div_euclid(1000), (end_ms - 1).rem_euclid(1000));
         let window = format!("{} to {}", fmt_ms(start_ms), fmt_ms(end_ms));
         let body = self.get_json("/api/v1/query", &[("query", query.as_str()), ("time", time.as_str())], &query, &window).await?;
-        let mut series = parse_matrix(&body).map_err(|message| PromError::Query { query: query.clone(), window: window.clone(), message })?;
+        let t0 = std::time::Instant::now();
+        let parsed = parse_matrix(&body);
+        ClientStats::add(&self.stats.decode_ns, t0);
+        let mut series = parsed.map_err(|message| PromError::Query { query: query.clone(), window: window.clone(), message })?;
         for s in series.iter_mut() {
             s.samples.retain(|(t, _)| *t >= start_ms && *t < end_ms);
         }
@@ -151,15 +178,21 @@ impl PromClient {
             for (k, v) in &self.headers {
                 req = req.header(k.as_str(), v.as_str());
             }
+            let t0 = std::time::Instant::now();
             let outcome: std::result::Result<Value, (bool, String)> = match req.send().await {
                 Err(e) => Err((true, format!("{} unreachable: {}", self.display_base, without_url(&e)))),
                 Ok(resp) => {
                     let status = resp.status();
-                    match resp.bytes().await {
+                    let body = resp.bytes().await;
+                    ClientStats::add(&self.stats.http_ns, t0);
+                    match body {
                         Err(e) => Err((true, format!("HTTP {status}: reading the body: {}", without_url(&e)))),
                         Ok(bytes) => {
+                            let t1 = std::time::Instant::now();
+                            let decoded = serde_json::from_slice::<Value>(&bytes);
+                            ClientStats::add(&self.stats.decode_ns, t1);
                             let retryable = status.as_u16() == 429 || status.is_server_error();
-                            match serde_json::from_slice::<Value>(&bytes) {
+                            match decoded {
                                 Ok(v) if status.is_success() && v.get("status").and_then(Value::as_str) == Some("success") => Ok(v),
                                 Ok(v) => {
                                     let msg = v.get("error").and_then(Value::as_str).unwrap_or("no error message");

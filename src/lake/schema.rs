@@ -23,16 +23,22 @@ pub enum Table {
     Nodes,
     /// Windows in which a source returned no data (for the completeness report).
     Gaps,
+    /// Allocatable GPU resources per node over time (kube_node_status_capacity).
+    NodeCapacity,
+    /// Kueue pending workloads per ClusterQueue over time, where Kueue runs.
+    KueuePending,
 }
 
 impl Table {
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 8] = [
         Table::GpuSamples,
         Table::Pods,
         Table::PendingSamples,
         Table::Quotas,
         Table::Nodes,
         Table::Gaps,
+        Table::NodeCapacity,
+        Table::KueuePending,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +49,8 @@ impl Table {
             Table::Quotas => "quotas",
             Table::Nodes => "nodes",
             Table::Gaps => "gaps",
+            Table::NodeCapacity => "node_capacity",
+            Table::KueuePending => "kueue_pending",
         }
     }
 
@@ -59,6 +67,8 @@ impl Table {
             Table::Quotas => &["namespace", "resource", "ts"],
             Table::Nodes => &["node", "gpu_uuid", "gpu_instance_id"],
             Table::Gaps => &["source", "metric", "gap_start"],
+            Table::NodeCapacity => &["node", "resource", "ts"],
+            Table::KueuePending => &["cluster_queue", "status", "ts"],
         }
     }
 
@@ -69,6 +79,7 @@ impl Table {
             Table::Pods => &["created", "scheduled", "started", "finished"],
             Table::Nodes => &["first_seen", "last_seen"],
             Table::Gaps => &["gap_start", "gap_end"],
+            Table::NodeCapacity | Table::KueuePending => &["ts"],
         }
     }
 
@@ -80,6 +91,8 @@ impl Table {
             Table::Quotas => "GPU ResourceQuota hard/used per namespace over time",
             Table::Nodes => "inventory: one row per GPU or MIG instance per day seen",
             Table::Gaps => "windows [gap_start, gap_end) in which a source returned no data",
+            Table::NodeCapacity => "GPU capacity per node and resource over time",
+            Table::KueuePending => "Kueue pending workloads per ClusterQueue and status over time",
         }
     }
 
@@ -91,6 +104,18 @@ impl Table {
             Table::Quotas => quotas_schema(),
             Table::Nodes => nodes_schema(),
             Table::Gaps => gaps_schema(),
+            Table::NodeCapacity => Arc::new(Schema::new(vec![
+                ts("ts", false),
+                label("node", false),
+                label("resource", false),
+                Field::new("capacity", DataType::Float64, true),
+            ])),
+            Table::KueuePending => Arc::new(Schema::new(vec![
+                ts("ts", false),
+                label("cluster_queue", false),
+                label("status", false),
+                Field::new("workloads", DataType::Float64, true),
+            ])),
         }
     }
 }
@@ -154,6 +179,7 @@ fn pods_schema() -> SchemaRef {
         Field::new("mem_request_bytes", DataType::Int64, true),
         label("phase", true),
         label("termination_reason", true),
+        label("team", true),
     ]))
 }
 

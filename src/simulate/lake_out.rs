@@ -335,6 +335,7 @@ impl LakeOutput<'_> {
             let mut mem = Int64Builder::new();
             let mut phase = Labels::new();
             let mut reason = Labels::new();
+            let mut team = Labels::new();
             for &id in &ids {
                 let p = &self.schedule.pods[id];
                 // What was observable at the end of the window.
@@ -359,6 +360,7 @@ impl LakeOutput<'_> {
                     (false, None) => "Pending",
                 });
                 reason.append_option(if done { p.reason } else { None });
+                team.append_value(self.namespaces[p.ns].team);
             }
             rows += ids.len();
             let b = batch(
@@ -379,6 +381,7 @@ impl LakeOutput<'_> {
                     Arc::new(mem.finish()),
                     Arc::new(phase.finish()),
                     Arc::new(reason.finish()),
+                    Arc::new(team.finish()),
                 ],
             );
             write_partition(self.lake, Table::Pods, date, &b)?;
