@@ -5,18 +5,12 @@
 //! else power x step; a MIG instance gets its share of its GPU's power and energy.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use arrow::array::{
-    ArrayRef, Float32Builder, Float64Builder, Int16Builder, Int32Builder, RecordBatch, StringDictionaryBuilder,
-    TimestampMillisecondBuilder,
-};
-use arrow::datatypes::Int32Type;
+use arrow::array::RecordBatch;
 
 use super::labels::{sane, LabelPick};
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
-use crate::lake::Table;
+use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder};
 
 /// Which DCGM field a series carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -154,25 +148,7 @@ impl DcgmGrid {
     /// Rows for cells `[c0, c1)` of the grid (one day), in the table's schema.
     pub fn batch(&self, c0: usize, c1: usize) -> RecordBatch {
         let step_s = (self.step / 1000) as i32;
-        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let mut step_col = Int32Builder::new();
-        let mut node = StringDictionaryBuilder::<Int32Type>::new();
-        let mut uuid = StringDictionaryBuilder::<Int32Type>::new();
-        let mut gpu_index = Int16Builder::new();
-        let mut model = StringDictionaryBuilder::<Int32Type>::new();
-        let mut mig = StringDictionaryBuilder::<Int32Type>::new();
-        let mut gi = Int16Builder::new();
-        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
-        let mut pod = StringDictionaryBuilder::<Int32Type>::new();
-        let mut container = StringDictionaryBuilder::<Int32Type>::new();
-        let mut share = Float64Builder::new();
-        let mut util = Float32Builder::new();
-        let mut mem = Float32Builder::new();
-        let mut mem_total = Float32Builder::new();
-        let mut power = Float32Builder::new();
-        let mut energy = Float64Builder::new();
-        let mut temp = Float32Builder::new();
-        let mut xid = Int32Builder::new();
+        let mut rows = GpuSamplesBuilder::new();
         for (key, (info, grid)) in &self.units {
             let counters = self.energy.get(&key.uuid);
             for c in c0..c1.min(self.cells) {
@@ -197,50 +173,31 @@ impl DcgmGrid {
                     if cell.holders.is_empty() { vec![None] } else { cell.holders.iter().map(Some).collect() };
                 let row_share = info.share / holders.len() as f64;
                 for h in holders {
-                    ts.append_value(self.from + c as i64 * self.step);
-                    step_col.append_value(step_s);
-                    node.append_value(&key.node);
-                    uuid.append_value(&key.uuid);
-                    gpu_index.append_value(info.gpu_index);
-                    model.append_value(&info.model);
-                    mig.append_option(info.profile.as_deref());
-                    gi.append_option(key.gi);
-                    ns.append_option(h.map(|h| h.0.as_str()));
-                    pod.append_option(h.map(|h| h.1.as_str()));
-                    container.append_option(h.and_then(|h| h.2.as_deref()));
-                    share.append_value(row_share);
-                    util.append_option(utilisation.map(|u| u as f32));
-                    mem.append_option(v(Field::FbUsed).map(|x| x as f32));
-                    mem_total.append_option(total.map(|x| x as f32));
-                    power.append_option(gpu_power.map(|p| (p * row_share) as f32));
-                    energy.append_option(gpu_energy_j.map(|e| e * row_share));
-                    temp.append_option(v(Field::Temp).map(|x| x as f32));
-                    xid.append_option(v(Field::Xid).map(|x| x as i32));
+                    rows.push(&GpuSampleRow {
+                        ts: self.from + c as i64 * self.step,
+                        step_s,
+                        node: &key.node,
+                        gpu_uuid: &key.uuid,
+                        gpu_index: info.gpu_index,
+                        gpu_model: &info.model,
+                        mig_profile: info.profile.as_deref(),
+                        gpu_instance_id: key.gi,
+                        namespace: h.map(|h| h.0.as_str()),
+                        pod: h.map(|h| h.1.as_str()),
+                        container: h.and_then(|h| h.2.as_deref()),
+                        share: row_share,
+                        util_pct: utilisation.map(|u| u as f32),
+                        mem_used_mib: v(Field::FbUsed).map(|x| x as f32),
+                        mem_total_mib: total.map(|x| x as f32),
+                        power_w: gpu_power.map(|p| (p * row_share) as f32),
+                        energy_j: gpu_energy_j.map(|e| e * row_share),
+                        temp_c: v(Field::Temp).map(|x| x as f32),
+                        xid: v(Field::Xid).map(|x| x as i32),
+                    });
                 }
             }
         }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(ts.finish()),
-            Arc::new(step_col.finish()),
-            Arc::new(node.finish()),
-            Arc::new(uuid.finish()),
-            Arc::new(gpu_index.finish()),
-            Arc::new(model.finish()),
-            Arc::new(mig.finish()),
-            Arc::new(gi.finish()),
-            Arc::new(ns.finish()),
-            Arc::new(pod.finish()),
-            Arc::new(container.finish()),
-            Arc::new(share.finish()),
-            Arc::new(util.finish()),
-            Arc::new(mem.finish()),
-            Arc::new(mem_total.finish()),
-            Arc::new(power.finish()),
-            Arc::new(energy.finish()),
-            Arc::new(temp.finish()),
-            Arc::new(xid.finish()),
-        ];
-        RecordBatch::try_new(Table::GpuSamples.schema(), columns).expect("columns match the gpu_samples schema")
+        rows.finish()
     }
 }
 

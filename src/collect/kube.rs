@@ -5,16 +5,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder, StringDictionaryBuilder,
-    TimestampMillisecondBuilder,
-};
+use arrow::array::{ArrayRef, Float64Builder, RecordBatch, StringDictionaryBuilder, TimestampMillisecondBuilder};
 use arrow::datatypes::Int32Type;
 use chrono::NaiveDate;
 
 use super::labels::{sane, LabelPick};
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
+use crate::lake::rows::{PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotasBuilder};
 use crate::lake::Table;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -279,128 +277,73 @@ impl KubeState {
     }
 
     fn pods_batch(&self, pods: &[(&String, &Pod)]) -> RecordBatch {
-        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
-        let mut pod = StringBuilder::new();
-        let mut uid = StringBuilder::new();
-        let mut node = StringDictionaryBuilder::<Int32Type>::new();
-        let mut prio = StringDictionaryBuilder::<Int32Type>::new();
-        let ts = || TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let (mut created, mut scheduled, mut started, mut finished) = (ts(), ts(), ts(), ts());
-        let mut res = StringDictionaryBuilder::<Int32Type>::new();
-        let mut req = Int32Builder::new();
-        let mut cpu = Float64Builder::new();
-        let mut mem = Int64Builder::new();
-        let mut phase = StringDictionaryBuilder::<Int32Type>::new();
-        let mut reason = StringDictionaryBuilder::<Int32Type>::new();
-        let mut team = StringDictionaryBuilder::<Int32Type>::new();
+        let mut rows = PodsBuilder::new();
         for (u, p) in pods {
             let (resource, gpus) = Self::gpu_request(p);
-            ns.append_value(&p.namespace);
-            pod.append_value(&p.pod);
-            uid.append_value(u.as_str());
-            node.append_option(p.node.as_deref());
-            prio.append_option(p.priority_class.as_deref());
-            created.append_value(p.created.or(p.first_seen).unwrap_or(self.from));
-            scheduled.append_option(p.scheduled);
-            started.append_option(p.started);
-            finished.append_option(p.finished);
-            res.append_option(resource.as_deref());
-            req.append_value(gpus);
             let sum = |r: &str| p.requests.iter().filter(|((_, k), _)| k == r).map(|(_, v)| v).sum::<f64>();
-            cpu.append_value(sum("cpu"));
-            mem.append_value(sum("memory") as i64);
-            let ph = p.phase.as_ref().map(|(_, s)| s.as_str());
-            phase.append_option(ph);
-            let reason_value = match (&p.reason, ph) {
+            let phase = p.phase.as_ref().map(|(_, s)| s.as_str());
+            let reason = match (&p.reason, phase) {
                 (Some(r), _) => Some(r.as_str()),
                 (None, Some("Succeeded")) => Some("Completed"),
                 _ => None,
             };
-            reason.append_option(if p.finished.is_some() || matches!(ph, Some("Succeeded" | "Failed")) { reason_value } else { None });
-            team.append_option(p.team.as_deref());
+            let done = p.finished.is_some() || matches!(phase, Some("Succeeded" | "Failed"));
+            rows.push(&PodRow {
+                namespace: &p.namespace,
+                pod: &p.pod,
+                uid: u,
+                node: p.node.as_deref(),
+                priority_class: p.priority_class.as_deref(),
+                created: p.created.or(p.first_seen).unwrap_or(self.from),
+                scheduled: p.scheduled,
+                started: p.started,
+                finished: p.finished,
+                gpu_resource: resource.as_deref(),
+                gpu_request: gpus,
+                cpu_request: Some(sum("cpu")),
+                mem_request_bytes: Some(sum("memory") as i64),
+                phase,
+                termination_reason: if done { reason } else { None },
+                team: p.team.as_deref(),
+            });
         }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(ns.finish()),
-            Arc::new(pod.finish()),
-            Arc::new(uid.finish()),
-            Arc::new(node.finish()),
-            Arc::new(prio.finish()),
-            Arc::new(created.finish()),
-            Arc::new(scheduled.finish()),
-            Arc::new(started.finish()),
-            Arc::new(finished.finish()),
-            Arc::new(res.finish()),
-            Arc::new(req.finish()),
-            Arc::new(cpu.finish()),
-            Arc::new(mem.finish()),
-            Arc::new(phase.finish()),
-            Arc::new(reason.finish()),
-            Arc::new(team.finish()),
-        ];
-        RecordBatch::try_new(Table::Pods.schema(), columns).expect("columns match the pods schema")
+        rows.finish()
     }
 
     /// Pending GPU pods per cell in `[c_start, c_end)`.
     pub fn pending_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
-        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let mut step = Int32Builder::new();
-        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
-        let mut pod = StringBuilder::new();
-        let mut uid = StringBuilder::new();
-        let mut prio = StringDictionaryBuilder::<Int32Type>::new();
-        let mut res = StringDictionaryBuilder::<Int32Type>::new();
-        let mut req = Int32Builder::new();
-        let mut reason = StringDictionaryBuilder::<Int32Type>::new();
+        let mut rows = PendingBuilder::new();
         for (u, p) in &self.pods {
             let (resource, gpus) = Self::gpu_request(p);
             if gpus <= 0 {
                 continue;
             }
             for &cell in p.pending.iter().filter(|c| **c >= c_start && **c < c_end) {
-                ts.append_value(cell);
-                step.append_value((self.step / 1000) as i32);
-                ns.append_value(&p.namespace);
-                pod.append_value(&p.pod);
-                uid.append_value(u);
-                prio.append_option(p.priority_class.as_deref());
-                res.append_option(resource.as_deref());
-                req.append_value(gpus);
-                reason.append_null();
+                rows.push(&PendingRow {
+                    ts: cell,
+                    step_s: (self.step / 1000) as i32,
+                    namespace: &p.namespace,
+                    pod: &p.pod,
+                    uid: u,
+                    priority_class: p.priority_class.as_deref(),
+                    gpu_resource: resource.as_deref(),
+                    gpu_request: gpus,
+                    reason: None,
+                });
             }
         }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(ts.finish()),
-            Arc::new(step.finish()),
-            Arc::new(ns.finish()),
-            Arc::new(pod.finish()),
-            Arc::new(uid.finish()),
-            Arc::new(prio.finish()),
-            Arc::new(res.finish()),
-            Arc::new(req.finish()),
-            Arc::new(reason.finish()),
-        ];
-        RecordBatch::try_new(Table::PendingSamples.schema(), columns).expect("columns match the pending_samples schema")
+        rows.finish()
     }
 
     pub fn quotas_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
-        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
-        let mut res = StringDictionaryBuilder::<Int32Type>::new();
-        let mut hard = Float64Builder::new();
-        let mut used = Float64Builder::new();
+        let mut rows = QuotasBuilder::new();
         for ((t, n, r), (h, u)) in self.quotas.range((c_start, String::new(), String::new())..) {
             if *t >= c_end {
                 break;
             }
-            ts.append_value(*t);
-            ns.append_value(n);
-            res.append_value(r);
-            hard.append_option(*h);
-            used.append_option(*u);
+            rows.push(*t, n, r, *h, *u);
         }
-        let columns: Vec<ArrayRef> =
-            vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(res.finish()), Arc::new(hard.finish()), Arc::new(used.finish())];
-        RecordBatch::try_new(Table::Quotas.schema(), columns).expect("columns match the quotas schema")
+        rows.finish()
     }
 }
 

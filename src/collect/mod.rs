@@ -16,7 +16,7 @@ pub mod state;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, BooleanArray, RecordBatch, TimestampMillisecondBuilder};
+use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::{DataType, Int32Type, TimestampMillisecondType};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -24,6 +24,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::config::PrometheusConfig;
 use crate::lake::reader::read_partition;
+use crate::lake::rows::{NodeRow, NodesBuilder};
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::{Progress, ProgressMode};
 use dcgm::{DcgmGrid, Field};
@@ -298,44 +299,22 @@ fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
         e.5 = e.5.min(t);
         e.6 = e.6.max(t);
     }
-    let mut b_node = arrow::array::StringDictionaryBuilder::<Int32Type>::new();
-    let mut b_uuid = arrow::array::StringDictionaryBuilder::<Int32Type>::new();
-    let mut b_idx = arrow::array::Int16Builder::new();
-    let mut b_model = arrow::array::StringDictionaryBuilder::<Int32Type>::new();
-    let mut b_mig = arrow::array::StringDictionaryBuilder::<Int32Type>::new();
-    let mut b_gi = arrow::array::Int16Builder::new();
-    let mut b_share = arrow::array::Float64Builder::new();
-    let mut b_fb = arrow::array::Float32Builder::new();
-    let mut b_first = TimestampMillisecondBuilder::new().with_timezone("UTC");
-    let mut b_last = TimestampMillisecondBuilder::new().with_timezone("UTC");
-    for ((n, u, g), (i, m, p, s, fb, first, last)) in units {
-        b_node.append_value(n);
-        b_uuid.append_value(u);
-        b_idx.append_value(i);
-        b_model.append_value(m);
-        b_mig.append_option(p);
-        b_gi.append_option(g);
-        b_share.append_value(s);
-        b_fb.append_option(fb);
-        b_first.append_value(first);
-        b_last.append_value(last);
+    let mut rows = NodesBuilder::new();
+    for ((n, u, g), (i, m, p, s, fb, first, last)) in &units {
+        rows.push(&NodeRow {
+            node: n,
+            gpu_uuid: u,
+            gpu_index: *i,
+            gpu_model: m,
+            mig_profile: p.as_deref(),
+            gpu_instance_id: *g,
+            share: *s,
+            mem_total_mib: *fb,
+            first_seen: *first,
+            last_seen: *last,
+        });
     }
-    RecordBatch::try_new(
-        Table::Nodes.schema(),
-        vec![
-            Arc::new(b_node.finish()),
-            Arc::new(b_uuid.finish()),
-            Arc::new(b_idx.finish()),
-            Arc::new(b_model.finish()),
-            Arc::new(b_mig.finish()),
-            Arc::new(b_gi.finish()),
-            Arc::new(b_share.finish()),
-            Arc::new(b_fb.finish()),
-            Arc::new(b_first.finish()),
-            Arc::new(b_last.finish()),
-        ],
-    )
-    .expect("columns match the nodes schema")
+    rows.finish()
 }
 
 fn gaps_batch(gaps: &[(&'static str, String, i64, i64)]) -> RecordBatch {

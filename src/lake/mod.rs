@@ -4,6 +4,7 @@
 pub mod import;
 pub mod layout;
 pub mod reader;
+pub mod rows;
 pub mod schema;
 pub mod writer;
 

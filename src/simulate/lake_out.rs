@@ -1,33 +1,20 @@
 //! Writes the simulated history into the lake, one file per table and day.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use arrow::array::{
-    ArrayRef, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
-    StringDictionaryBuilder, TimestampMillisecondBuilder,
-};
-use arrow::datatypes::Int32Type;
+use arrow::array::RecordBatch;
 use chrono::{DateTime, NaiveDate};
 
 use super::cluster::Cluster;
 use super::scheduler::Schedule;
 use super::signals::{SignalModel, UnitCursor};
 use super::workload::NamespaceSpec;
+use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotasBuilder};
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::Progress;
 
 const DAY_MS: i64 = 86_400_000;
-
-type Labels = StringDictionaryBuilder<Int32Type>;
-
-fn ts_builder(cap: usize) -> TimestampMillisecondBuilder {
-    TimestampMillisecondBuilder::with_capacity(cap).with_timezone("UTC")
-}
-
-fn batch(table: Table, columns: Vec<ArrayRef>) -> RecordBatch {
-    RecordBatch::try_new(table.schema(), columns).expect("columns match the table schema")
-}
 
 pub struct LakeOutput<'a> {
     pub lake: &'a Lake,
@@ -113,28 +100,7 @@ impl LakeOutput<'_> {
 
     fn gpu_samples(&self, s: i64, e: i64) -> RecordBatch {
         let step = self.model.step_ms;
-        let steps = ((e - s + step - 1) / step) as usize;
-        let cap = steps * self.cluster.units.len();
-        let mut ts = ts_builder(cap);
-        let mut step_s = Int32Builder::with_capacity(cap);
-        let mut node = Labels::new();
-        let mut uuid = Labels::new();
-        let mut gpu_index = Int16Builder::with_capacity(cap);
-        let mut model = Labels::new();
-        let mut mig = Labels::new();
-        let mut gi = Int16Builder::with_capacity(cap);
-        let mut ns = Labels::new();
-        let mut pod = Labels::new();
-        let mut container = Labels::new();
-        let mut share = Float64Builder::with_capacity(cap);
-        let mut util = Float32Builder::with_capacity(cap);
-        let mut mem = Float32Builder::with_capacity(cap);
-        let mut mem_total = Float32Builder::with_capacity(cap);
-        let mut power = Float32Builder::with_capacity(cap);
-        let mut energy = Float64Builder::with_capacity(cap);
-        let mut temp = Float32Builder::with_capacity(cap);
-        let mut xid = Int32Builder::with_capacity(cap);
-
+        let mut rows = GpuSamplesBuilder::new();
         for (g, phys) in self.cluster.gpus.iter().enumerate() {
             let mut cursors = vec![UnitCursor::default(); phys.units.len()];
             let mut t = s;
@@ -149,162 +115,83 @@ impl LakeOutput<'_> {
                 for (i, &u) in phys.units.iter().enumerate() {
                     let unit = &self.cluster.units[u];
                     let us = &sample.units[i];
-                    ts.append_value(t);
-                    step_s.append_value(len_s);
-                    node.append_value(&self.cluster.nodes[unit.node].name);
-                    uuid.append_value(&unit.uuid);
-                    gpu_index.append_value(unit.gpu_index);
-                    model.append_value(unit.model.name);
-                    mig.append_option(unit.mig_profile);
-                    gi.append_option(unit.gi_id);
-                    match us.pod {
-                        Some(id) => {
-                            let p = &self.schedule.pods[id];
-                            ns.append_value(self.namespaces[p.ns].name);
-                            pod.append_value(&p.name);
-                            container.append_value(self.namespaces[p.ns].container);
-                        }
-                        None => {
-                            ns.append_null();
-                            pod.append_null();
-                            container.append_null();
-                        }
-                    }
-                    share.append_value(unit.share);
-                    util.append_value(us.util_pct as f32);
-                    mem.append_value(us.mem_used_mib as f32);
-                    mem_total.append_value(unit.fb_mib);
-                    power.append_value(us.power_w as f32);
-                    energy.append_value(sample.energy_between(t, t + len_s as i64 * 1000) * unit.share);
-                    temp.append_value(us.temp_c as f32);
-                    xid.append_value(us.xid);
+                    let pod = us.pod.map(|id| &self.schedule.pods[id]);
+                    let ns = pod.map(|p| &self.namespaces[p.ns]);
+                    rows.push(&GpuSampleRow {
+                        ts: t,
+                        step_s: len_s,
+                        node: &self.cluster.nodes[unit.node].name,
+                        gpu_uuid: &unit.uuid,
+                        gpu_index: unit.gpu_index,
+                        gpu_model: unit.model.name,
+                        mig_profile: unit.mig_profile,
+                        gpu_instance_id: unit.gi_id,
+                        namespace: ns.map(|n| n.name),
+                        pod: pod.map(|p| p.name.as_str()),
+                        container: ns.map(|n| n.container),
+                        share: unit.share,
+                        util_pct: Some(us.util_pct as f32),
+                        mem_used_mib: Some(us.mem_used_mib as f32),
+                        mem_total_mib: Some(unit.fb_mib),
+                        power_w: Some(us.power_w as f32),
+                        energy_j: Some(sample.energy_between(t, t + len_s as i64 * 1000) * unit.share),
+                        temp_c: Some(us.temp_c as f32),
+                        xid: Some(us.xid),
+                    });
                 }
                 t += step;
             }
         }
-        batch(
-            Table::GpuSamples,
-            vec![
-                Arc::new(ts.finish()),
-                Arc::new(step_s.finish()),
-                Arc::new(node.finish()),
-                Arc::new(uuid.finish()),
-                Arc::new(gpu_index.finish()),
-                Arc::new(model.finish()),
-                Arc::new(mig.finish()),
-                Arc::new(gi.finish()),
-                Arc::new(ns.finish()),
-                Arc::new(pod.finish()),
-                Arc::new(container.finish()),
-                Arc::new(share.finish()),
-                Arc::new(util.finish()),
-                Arc::new(mem.finish()),
-                Arc::new(mem_total.finish()),
-                Arc::new(power.finish()),
-                Arc::new(energy.finish()),
-                Arc::new(temp.finish()),
-                Arc::new(xid.finish()),
-            ],
-        )
+        rows.finish()
     }
 
     fn pending_samples(&self, s: i64, e: i64) -> RecordBatch {
-        let mut ts = ts_builder(0);
-        let mut step_s = Int32Builder::new();
-        let mut ns = Labels::new();
-        let mut pod = StringBuilder::new();
-        let mut uid = StringBuilder::new();
-        let mut prio = Labels::new();
-        let mut res = Labels::new();
-        let mut req = Int32Builder::new();
-        let mut reason = Labels::new();
+        let mut rows = PendingBuilder::new();
         for p in self.schedule.pending.iter().filter(|p| p.ts >= s && p.ts < e) {
             let sp = &self.schedule.pods[p.pod];
-            ts.append_value(p.ts);
-            step_s.append_value((self.model.step_ms / 1000) as i32);
-            ns.append_value(self.namespaces[sp.ns].name);
-            pod.append_value(&sp.name);
-            uid.append_value(&sp.uid);
-            prio.append_value(sp.priority.class_name());
-            res.append_value(sp.resource.name());
-            req.append_value(sp.gpu_request as i32);
-            reason.append_value(p.reason);
+            let resource = sp.resource.name();
+            rows.push(&PendingRow {
+                ts: p.ts,
+                step_s: (self.model.step_ms / 1000) as i32,
+                namespace: self.namespaces[sp.ns].name,
+                pod: &sp.name,
+                uid: &sp.uid,
+                priority_class: Some(sp.priority.class_name()),
+                gpu_resource: Some(&resource),
+                gpu_request: sp.gpu_request as i32,
+                reason: Some(p.reason),
+            });
         }
-        batch(
-            Table::PendingSamples,
-            vec![
-                Arc::new(ts.finish()),
-                Arc::new(step_s.finish()),
-                Arc::new(ns.finish()),
-                Arc::new(pod.finish()),
-                Arc::new(uid.finish()),
-                Arc::new(prio.finish()),
-                Arc::new(res.finish()),
-                Arc::new(req.finish()),
-                Arc::new(reason.finish()),
-            ],
-        )
+        rows.finish()
     }
 
     fn quotas(&self, s: i64, e: i64) -> RecordBatch {
-        let mut ts = ts_builder(0);
-        let mut ns = Labels::new();
-        let mut res = Labels::new();
-        let mut hard = Float64Builder::new();
-        let mut used = Float64Builder::new();
+        let mut rows = QuotasBuilder::new();
         for q in self.schedule.quotas.iter().filter(|q| q.ts >= s && q.ts < e) {
-            ts.append_value(q.ts);
-            ns.append_value(self.namespaces[q.ns].name);
-            res.append_value("requests.nvidia.com/gpu");
-            hard.append_value(q.hard as f64);
-            used.append_value(q.used as f64);
+            rows.push(q.ts, self.namespaces[q.ns].name, "requests.nvidia.com/gpu", Some(q.hard as f64), Some(q.used as f64));
         }
-        batch(
-            Table::Quotas,
-            vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(res.finish()), Arc::new(hard.finish()), Arc::new(used.finish())],
-        )
+        rows.finish()
     }
 
     fn nodes(&self, s: i64, e: i64) -> RecordBatch {
         let step = self.model.step_ms;
         let last = s + ((e - s - 1) / step) * step;
-        let mut node = Labels::new();
-        let mut uuid = Labels::new();
-        let mut idx = Int16Builder::new();
-        let mut model = Labels::new();
-        let mut mig = Labels::new();
-        let mut gi = Int16Builder::new();
-        let mut share = Float64Builder::new();
-        let mut fb = Float32Builder::new();
-        let mut first = ts_builder(0);
-        let mut last_seen = ts_builder(0);
+        let mut rows = NodesBuilder::new();
         for unit in &self.cluster.units {
-            node.append_value(&self.cluster.nodes[unit.node].name);
-            uuid.append_value(&unit.uuid);
-            idx.append_value(unit.gpu_index);
-            model.append_value(unit.model.name);
-            mig.append_option(unit.mig_profile);
-            gi.append_option(unit.gi_id);
-            share.append_value(unit.share);
-            fb.append_value(unit.fb_mib);
-            first.append_value(s);
-            last_seen.append_value(last);
+            rows.push(&NodeRow {
+                node: &self.cluster.nodes[unit.node].name,
+                gpu_uuid: &unit.uuid,
+                gpu_index: unit.gpu_index,
+                gpu_model: unit.model.name,
+                mig_profile: unit.mig_profile,
+                gpu_instance_id: unit.gi_id,
+                share: unit.share,
+                mem_total_mib: Some(unit.fb_mib),
+                first_seen: s,
+                last_seen: last,
+            });
         }
-        batch(
-            Table::Nodes,
-            vec![
-                Arc::new(node.finish()),
-                Arc::new(uuid.finish()),
-                Arc::new(idx.finish()),
-                Arc::new(model.finish()),
-                Arc::new(mig.finish()),
-                Arc::new(gi.finish()),
-                Arc::new(share.finish()),
-                Arc::new(fb.finish()),
-                Arc::new(first.finish()),
-                Arc::new(last_seen.finish()),
-            ],
-        )
+        rows.finish()
     }
 
     /// Pods whose life touches the window, partitioned by the day they were created.
@@ -320,71 +207,39 @@ impl LakeOutput<'_> {
         }
         let mut rows = 0;
         for (date, ids) in by_day {
-            let mut ns = Labels::new();
-            let mut pod = StringBuilder::new();
-            let mut uid = StringBuilder::new();
-            let mut node = Labels::new();
-            let mut prio = Labels::new();
-            let mut created = ts_builder(ids.len());
-            let mut scheduled = ts_builder(ids.len());
-            let mut started = ts_builder(ids.len());
-            let mut finished = ts_builder(ids.len());
-            let mut res = Labels::new();
-            let mut req = Int32Builder::new();
-            let mut cpu = Float64Builder::new();
-            let mut mem = Int64Builder::new();
-            let mut phase = Labels::new();
-            let mut reason = Labels::new();
-            let mut team = Labels::new();
+            let mut batch = PodsBuilder::new();
             for &id in &ids {
                 let p = &self.schedule.pods[id];
                 // What was observable at the end of the window.
                 let seen = |t: Option<i64>| t.filter(|&t| t < we);
-                ns.append_value(self.namespaces[p.ns].name);
-                pod.append_value(&p.name);
-                uid.append_value(&p.uid);
-                node.append_option(p.node.filter(|_| seen(p.scheduled).is_some()).map(|n| self.cluster.nodes[n].name.as_str()));
-                prio.append_value(p.priority.class_name());
-                created.append_value(p.created);
-                scheduled.append_option(seen(p.scheduled));
-                started.append_option(seen(p.started));
-                finished.append_option(seen(p.finished));
-                res.append_value(p.resource.name());
-                req.append_value(p.gpu_request as i32);
-                cpu.append_value(p.cpu_request);
-                mem.append_value(p.mem_request_bytes);
                 let done = seen(p.finished).is_some();
-                phase.append_value(match (done, seen(p.started)) {
-                    (true, _) => p.phase(),
-                    (false, Some(_)) => "Running",
-                    (false, None) => "Pending",
+                let resource = p.resource.name();
+                let ns = &self.namespaces[p.ns];
+                batch.push(&PodRow {
+                    namespace: ns.name,
+                    pod: &p.name,
+                    uid: &p.uid,
+                    node: p.node.filter(|_| seen(p.scheduled).is_some()).map(|n| self.cluster.nodes[n].name.as_str()),
+                    priority_class: Some(p.priority.class_name()),
+                    created: p.created,
+                    scheduled: seen(p.scheduled),
+                    started: seen(p.started),
+                    finished: seen(p.finished),
+                    gpu_resource: Some(&resource),
+                    gpu_request: p.gpu_request as i32,
+                    cpu_request: Some(p.cpu_request),
+                    mem_request_bytes: Some(p.mem_request_bytes),
+                    phase: Some(match (done, seen(p.started)) {
+                        (true, _) => p.phase(),
+                        (false, Some(_)) => "Running",
+                        (false, None) => "Pending",
+                    }),
+                    termination_reason: if done { p.reason } else { None },
+                    team: Some(ns.team),
                 });
-                reason.append_option(if done { p.reason } else { None });
-                team.append_value(self.namespaces[p.ns].team);
             }
             rows += ids.len();
-            let b = batch(
-                Table::Pods,
-                vec![
-                    Arc::new(ns.finish()),
-                    Arc::new(pod.finish()),
-                    Arc::new(uid.finish()),
-                    Arc::new(node.finish()),
-                    Arc::new(prio.finish()),
-                    Arc::new(created.finish()),
-                    Arc::new(scheduled.finish()),
-                    Arc::new(started.finish()),
-                    Arc::new(finished.finish()),
-                    Arc::new(res.finish()),
-                    Arc::new(req.finish()),
-                    Arc::new(cpu.finish()),
-                    Arc::new(mem.finish()),
-                    Arc::new(phase.finish()),
-                    Arc::new(reason.finish()),
-                    Arc::new(team.finish()),
-                ],
-            );
-            write_partition(self.lake, Table::Pods, date, &b)?;
+            write_partition(self.lake, Table::Pods, date, &batch.finish())?;
         }
         Ok(rows)
     }
