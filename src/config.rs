@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use chrono::NaiveDate;
 use serde::Deserialize;
 
+use crate::collect::dcgm::Field;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("reading config {path}: {source}")]
@@ -109,14 +111,14 @@ pub struct MetricNames {
 impl Default for MetricNames {
     fn default() -> Self {
         MetricNames {
-            gpu_util: "DCGM_FI_DEV_GPU_UTIL".into(),
-            engine_active: "DCGM_FI_PROF_GR_ENGINE_ACTIVE".into(),
-            fb_used: "DCGM_FI_DEV_FB_USED".into(),
-            fb_free: "DCGM_FI_DEV_FB_FREE".into(),
-            power: "DCGM_FI_DEV_POWER_USAGE".into(),
-            energy: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION".into(),
-            temp: "DCGM_FI_DEV_GPU_TEMP".into(),
-            xid: "DCGM_FI_DEV_XID_ERRORS".into(),
+            gpu_util: Field::Util.default_name().into(),
+            engine_active: Field::EngineActive.default_name().into(),
+            fb_used: Field::FbUsed.default_name().into(),
+            fb_free: Field::FbFree.default_name().into(),
+            power: Field::Power.default_name().into(),
+            energy: Field::Energy.default_name().into(),
+            temp: Field::Temp.default_name().into(),
+            xid: Field::Xid.default_name().into(),
             pod_info: "kube_pod_info".into(),
             pod_created: "kube_pod_created".into(),
             pod_scheduled_time: "kube_pod_status_scheduled_time".into(),

@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::scheduler::SimPod;
+use crate::collect::dcgm::Field as Dcgm;
 use super::signals::{SignalModel, UnitCursor};
 use super::Simulation;
 
@@ -69,46 +70,6 @@ struct OmWriter<'a, W: Write> {
     samples: u64,
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Dcgm {
-    GpuUtil,
-    EngineActive,
-    FbUsed,
-    FbFree,
-    Power,
-    Energy,
-    Temp,
-    Xid,
-}
-
-impl Dcgm {
-    fn name(self) -> &'static str {
-        match self {
-            Dcgm::GpuUtil => "DCGM_FI_DEV_GPU_UTIL",
-            Dcgm::EngineActive => "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-            Dcgm::FbUsed => "DCGM_FI_DEV_FB_USED",
-            Dcgm::FbFree => "DCGM_FI_DEV_FB_FREE",
-            Dcgm::Power => "DCGM_FI_DEV_POWER_USAGE",
-            Dcgm::Energy => "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-            Dcgm::Temp => "DCGM_FI_DEV_GPU_TEMP",
-            Dcgm::Xid => "DCGM_FI_DEV_XID_ERRORS",
-        }
-    }
-
-    fn help(self) -> &'static str {
-        match self {
-            Dcgm::GpuUtil => "GPU utilization (in %).",
-            Dcgm::EngineActive => "Ratio of time the graphics engine is active.",
-            Dcgm::FbUsed => "Framebuffer memory used (in MiB).",
-            Dcgm::FbFree => "Framebuffer memory free (in MiB).",
-            Dcgm::Power => "Power draw (in W).",
-            Dcgm::Energy => "Total energy consumption since boot (in mJ).",
-            Dcgm::Temp => "GPU temperature (in C).",
-            Dcgm::Xid => "Value of the last XID error encountered.",
-        }
-    }
-}
-
 impl<W: Write> OmWriter<'_, W> {
     fn family(&mut self, name: &str, help: &str) -> io::Result<()> {
         writeln!(self.out, "# HELP {name} {help}")?;
@@ -141,12 +102,11 @@ impl<W: Write> OmWriter<'_, W> {
             counters.push(c);
         }
 
-        let families = [Dcgm::GpuUtil, Dcgm::EngineActive, Dcgm::FbUsed, Dcgm::FbFree, Dcgm::Power, Dcgm::Energy, Dcgm::Temp, Dcgm::Xid];
-        for fam in families {
-            self.family(fam.name(), fam.help())?;
+        for fam in Dcgm::ALL {
+            self.family(fam.default_name(), fam.help())?;
             for (u, unit) in sim.cluster.units.iter().enumerate() {
                 let mig = unit.mig_profile.is_some();
-                if (fam == Dcgm::GpuUtil && mig) || (fam == Dcgm::EngineActive && !mig) {
+                if (fam == Dcgm::Util && mig) || (fam == Dcgm::EngineActive && !mig) {
                     continue;
                 }
                 // Group the unit's steps by holder: one series per label set, each contiguous.
@@ -189,7 +149,7 @@ impl<W: Write> OmWriter<'_, W> {
                         let i = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
                         let us = g.units[i];
                         let value = match fam {
-                            Dcgm::GpuUtil => format!("{}", us.util_pct as i64),
+                            Dcgm::Util => format!("{}", us.util_pct as i64),
                             Dcgm::EngineActive => format!("{:.6}", us.util_pct / 100.0),
                             Dcgm::FbUsed => format!("{}", us.mem_used_mib as i64),
                             Dcgm::FbFree => format!("{}", (unit.fb_mib as f64 - us.mem_used_mib) as i64),
@@ -198,7 +158,7 @@ impl<W: Write> OmWriter<'_, W> {
                             Dcgm::Temp => format!("{}", g.temp_c as i64),
                             Dcgm::Xid => format!("{}", us.xid),
                         };
-                        self.sample(fam.name(), &labels, &value, ts)?;
+                        self.sample(fam.default_name(), &labels, &value, ts)?;
                     }
                 }
             }
