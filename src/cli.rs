@@ -8,7 +8,7 @@ use crate::progress::ProgressMode;
 use crate::report::{Format, ReportKind};
 
 #[derive(Debug, Parser)]
-#[command(name = "gpuledger", version, about = "GPU cost accounting and chargeback for shared Kubernetes GPU clusters", long_about = None)]
+#[command(name = "gpuledger", version, about = "GPU cost accounting and chargeback for shared Kubernetes GPU clusters", long_about = None, after_help = crate::exit::EXIT_CODES_HELP)]
 pub struct Cli {
     /// Config file (TOML). A missing default file means built-in defaults.
     #[arg(long, global = true, env = "GPULEDGER_CONFIG")]
@@ -45,10 +45,38 @@ pub enum Command {
     Collect(CollectArgs),
     /// Run one report over a window.
     Report(ReportArgs),
-    /// Run read-only SQL on the lake.
+    /// The cron job: collect, then write every report for a month into <reports_dir>/<month>/.
+    #[command(after_help = crate::exit::EXIT_CODES_HELP)]
+    Run(RunArgs),
+    /// Run read-only SQL on the lake (an interactive prompt on a terminal when no SQL is given).
     Query(QueryArgs),
-    /// List the lake's tables and columns.
+    /// List the tables and views a query can use, with each column's meaning.
     Tables,
+    /// Validate the config and reach every configured source; say what is wrong and where.
+    Check,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `gpuledger manpage > gpuledger.1`.
+    Manpage,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Calendar month YYYY-MM, or `last` (the month before today, UTC).
+    #[arg(long, default_value = "last")]
+    pub month: String,
+    /// Report on the lake as it is; do not collect first (overrides `run.collect`).
+    #[arg(long)]
+    pub no_collect: bool,
+    /// Reports folder; overrides `run.reports_dir` (reports go to DIR/<month>/).
+    #[arg(long)]
+    pub reports_dir: Option<PathBuf>,
+    /// Prometheus base URL; overrides `prometheus.url`.
+    #[arg(long)]
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -139,9 +167,12 @@ pub struct QueryArgs {
     /// The SQL statement (read-only).
     #[arg(conflicts_with = "file")]
     pub sql: Option<String>,
-    /// Read the SQL from a file.
+    /// Read the SQL from a file (`-` for standard input).
     #[arg(short, long)]
     pub file: Option<PathBuf>,
+    /// Bind a named parameter: `--param month=2026-10` makes `$month` the text '2026-10'.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Write to this file instead of stdout.

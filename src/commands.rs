@@ -8,13 +8,17 @@ use anyhow::{bail, Context, Result};
 use chrono::{Datelike, NaiveDate, Utc};
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, SimulateArgs, WindowArgs};
+use crate::adhoc;
+use crate::check;
+use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, RunArgs, SimulateArgs, WindowArgs};
+use crate::cronjob;
+use crate::exit::UsageError;
 use crate::config::Config;
-use crate::engine::{parse_memory_limit, run_query, SessionBuilder};
-use crate::lake::{Lake, Table};
+use crate::engine::{parse_memory_limit, SessionBuilder};
+use crate::lake::Lake;
 use crate::progress::{Progress, ProgressMode};
 use crate::queries::Queries;
-use crate::report::{self, chargeback, Format, Report, ReportKind};
+use crate::report::{self, Format, ReportKind};
 use crate::simulate::lake_out::LakeOutput;
 use crate::simulate::{openmetrics, trace, SimParams, Simulation};
 use crate::timewin::{parse_time, Window};
@@ -41,6 +45,8 @@ pub fn init_logging(cli: &Cli) {
 /// Settings shared by every command, resolved once: defaults < file < environment < flags.
 struct Context_ {
     config: Config,
+    /// Where the config came from, for `check`.
+    config_origin: String,
     lake: Lake,
     queries: Queries,
     session: SessionBuilder,
@@ -53,17 +59,18 @@ fn resolve(cli: &Cli) -> Result<Context_> {
         None => (PathBuf::from("gpuledger.toml"), false),
     };
     let mut config = Config::load(&path, required)?;
+    let config_origin = if path.is_file() { format!("{} parses and validates", path.display()) } else { "built-in defaults (no gpuledger.toml here)".to_string() };
     if let Some(lake) = &cli.lake {
         config.lake.path = lake.clone();
     }
     if let Some(m) = &cli.memory_limit {
-        parse_memory_limit(m).map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
+        parse_memory_limit(m).map_err(|e| UsageError(format!("--memory-limit: {e}")))?;
         config.engine.memory_limit = m.clone();
     }
     let queries_dir = cli.queries.clone().or_else(|| config.queries.dir.clone());
     if let Some(dir) = &queries_dir {
         if !dir.is_dir() {
-            bail!("queries folder {} does not exist", dir.display());
+            return Err(UsageError(format!("queries folder {} does not exist", dir.display())).into());
         }
     }
     Ok(Context_ {
@@ -71,6 +78,7 @@ fn resolve(cli: &Cli) -> Result<Context_> {
         queries: Queries::new(queries_dir.as_deref()),
         session: SessionBuilder::from_config(&config),
         progress: cli.progress,
+        config_origin,
         config,
     })
 }
@@ -83,8 +91,22 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Simulate(args) => simulate(&ctx, &args).map(|_| ()),
         Command::Collect(args) => runtime.block_on(collect_cmd(&ctx, args)),
         Command::Report(args) => runtime.block_on(report_cmd(&ctx, args)),
+        Command::Run(args) => runtime.block_on(run_cmd(&ctx, args)),
         Command::Query(args) => runtime.block_on(query(&ctx, args)),
-        Command::Tables => tables(),
+        Command::Tables => runtime.block_on(tables(&ctx)),
+        Command::Check => runtime.block_on(check_cmd(&ctx)),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "gpuledger", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Manpage => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = std::io::stdout().lock();
+            clap_mangen::Man::new(cmd).render(&mut out)?;
+            out.flush()?;
+            Ok(())
+        }
     }
 }
 
@@ -222,9 +244,10 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     let lake = Lake::new(args.out.join("lake"));
     let dir = args.out.join("reports").join(window.label());
     let mut chargeback_table = String::new();
+    let session = ctx.session.build(&lake, &config).await?;
     for kind in ReportKind::ALL {
-        let report = build_report(ctx, &config, &lake, kind, &window).await?;
-        write_all_formats(&report, &dir)?;
+        let report = report::build(kind, &session, &ctx.queries, &config, &window).await?;
+        report::write_all_formats(&report, &dir)?;
         if kind == ReportKind::Chargeback {
             chargeback_table = String::from_utf8(report.render(Format::Table)?).expect("utf-8");
         }
@@ -234,27 +257,6 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     stdout.flush()?;
     tracing::info!("reports in {}; demo took {:.1}s", dir.display(), t0.elapsed().as_secs_f64());
     Ok(())
-}
-
-fn write_all_formats(report: &Report, dir: &Path) -> Result<()> {
-    for format in std::iter::once(Format::Table).chain(Format::FILES) {
-        let path = dir.join(format!("{}.{}", report.name, format.extension()));
-        report::write_atomic(&path, &report.render(format)?)?;
-    }
-    Ok(())
-}
-
-async fn build_report(ctx: &Context_, config: &Config, lake: &Lake, kind: ReportKind, window: &Window) -> Result<Report> {
-    let session = ctx.session.build(lake, config).await?;
-    match kind {
-        ReportKind::Chargeback => {
-            let cb = chargeback::compute(&session, &ctx.queries, window).await?;
-            if !cb.gpu_us_conserved() || !cb.energy_conserved() {
-                tracing::error!("chargeback does not conserve the cluster total; see the conservation line");
-            }
-            Ok(cb.to_report(config))
-        }
-    }
 }
 
 fn window_of(args: &WindowArgs) -> Result<Window> {
@@ -313,77 +315,79 @@ async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
 
 async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
-    let report = build_report(ctx, &ctx.config, &ctx.lake, args.kind, &window).await?;
+    let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
+    let report = report::build(args.kind, &session, &ctx.queries, &ctx.config, &window).await?;
     emit(&report.render(args.format)?, args.format, args.output.as_deref())
 }
 
 async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {
+    let params = args.params.iter().map(|p| adhoc::parse_param(p)).collect::<Result<Vec<_>, _>>()?;
+    let stdin_is_terminal = std::io::stdin().is_terminal();
     let sql = match (&args.sql, &args.file) {
         (Some(s), _) => s.clone(),
+        (None, Some(f)) if f.as_os_str() == "-" => read_stdin()?,
         (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
-        (None, None) => bail!("give the SQL as an argument or with -f FILE"),
+        (None, None) if stdin_is_terminal && std::io::stdout().is_terminal() => {
+            let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
+            return adhoc::repl::interactive(&session, args.format, params).await;
+        }
+        (None, None) if !stdin_is_terminal => read_stdin()?,
+        (None, None) => return Err(UsageError("give the SQL as an argument, with -f FILE, or on standard input".into()).into()),
     };
+    adhoc::check_read_only(&sql)?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
-    let batches = run_query(&session, "ad hoc query", &sql, vec![]).await?;
-    let bytes = render_batches(&batches, args.format)?;
+    let batches = adhoc::run(&session, &sql, &params).await?;
+    let bytes = adhoc::render_batches(&batches, args.format)?;
     emit(&bytes, args.format, args.output.as_deref())
 }
 
-/// Renders arbitrary query results with arrow's own writers.
-fn render_batches(batches: &[arrow::array::RecordBatch], format: Format) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    match format {
-        Format::Table => {
-            buf = format!("{}\n", arrow::util::pretty::pretty_format_batches(batches)?).into_bytes();
-        }
-        Format::Md => {
-            let text = arrow::util::pretty::pretty_format_batches(batches)?.to_string();
-            let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('+')).collect();
-            for (i, l) in lines.iter().enumerate() {
-                buf.extend_from_slice(l.as_bytes());
-                buf.push(b'\n');
-                if i == 0 {
-                    let cols = l.matches('|').count().saturating_sub(1);
-                    buf.extend_from_slice(format!("|{}\n", "---|".repeat(cols)).as_bytes());
-                }
-            }
-        }
-        Format::Csv => {
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(&mut buf);
-            for b in batches {
-                w.write(b)?;
-            }
-        }
-        Format::Json => {
-            let mut w = arrow::json::ArrayWriter::new(&mut buf);
-            for b in batches {
-                w.write(b)?;
-            }
-            w.finish()?;
-            buf.push(b'\n');
-        }
-        Format::Parquet => {
-            let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| std::sync::Arc::new(arrow::datatypes::Schema::empty()));
-            let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None)?;
-            for b in batches {
-                w.write(b)?;
-            }
-            w.close()?;
-        }
-    }
-    Ok(buf)
+fn read_stdin() -> Result<String> {
+    let mut sql = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut sql).context("reading SQL from standard input")?;
+    Ok(sql)
 }
 
-fn tables() -> Result<()> {
+async fn tables(ctx: &Context_) -> Result<()> {
+    let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
+    let docs = adhoc::catalog::describe(&session).await?;
     let mut out = std::io::stdout().lock();
-    for table in Table::ALL {
-        writeln!(out, "{}  -- {}", table.name(), table.description())?;
-        for f in table.schema().fields() {
-            writeln!(out, "  {:<20} {}{}", f.name(), f.data_type(), if f.is_nullable() { "" } else { " NOT NULL" })?;
-        }
-        writeln!(out, "  {:<20} Utf8 NOT NULL (partition, YYYY-MM-DD)", "date")?;
-        writeln!(out)?;
-    }
-    writeln!(out, "config tables: gpu_prices(model, price_per_hour, effective_from, effective_to), power_prices(price_per_kwh, pue, effective_from, effective_to), teams(namespace, team)")?;
+    out.write_all(adhoc::catalog::render(&docs).as_bytes())?;
+    out.flush()?;
     Ok(())
+}
+
+async fn run_cmd(ctx: &Context_, args: RunArgs) -> Result<()> {
+    let window = Window::month(&args.month, Utc::now())?;
+    let mut config = ctx.config.clone();
+    if let Some(url) = args.url {
+        config.prometheus.url = url;
+    }
+    let plan = cronjob::RunPlan {
+        window,
+        collect: config.run.collect && !args.no_collect,
+        reports_dir: cronjob::reports_dir(&config, args.reports_dir.as_deref()),
+    };
+    let (outcome, incomplete) = cronjob::run(&config, &ctx.lake, &ctx.queries, &ctx.session, ctx.progress, &plan).await?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(outcome.summary().as_bytes())?;
+    out.flush()?;
+    match incomplete {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+async fn check_cmd(ctx: &Context_) -> Result<()> {
+    let findings = check::check(&ctx.config, &ctx.config_origin, &ctx.lake, &ctx.queries, &ctx.session).await;
+    let mut out = std::io::stdout().lock();
+    for f in &findings {
+        writeln!(out, "{f}")?;
+    }
+    out.flush()?;
+    let failed: Vec<&str> = findings.iter().filter(|f| f.status == check::Status::Fail).map(|f| f.what.as_str()).collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        bail!("check failed: {}", failed.join(", "))
+    }
 }

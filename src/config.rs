@@ -38,8 +38,28 @@ pub struct Config {
     pub pricing: PricingConfig,
     pub engine: EngineConfig,
     pub queries: QueriesConfig,
+    pub run: RunConfig,
     /// namespace -> team (cost centre)
     pub teams: BTreeMap<String, String>,
+}
+
+/// `gpuledger run`, the cron job.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// Reports go to `<reports_dir>/<YYYY-MM>/`.
+    pub reports_dir: PathBuf,
+    /// Collect from Prometheus before reporting (`--no-collect` turns it off for one run).
+    pub collect: bool,
+    /// Exit 3 ("data incomplete") when a source has less than this share of its expected
+    /// samples for the month; 0 turns the check off.
+    pub min_completeness_pct: f64,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig { reports_dir: PathBuf::from("reports"), collect: true, min_completeness_pct: 99.0 }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -268,6 +288,7 @@ impl Default for Config {
             pricing: PricingConfig::default(),
             engine: EngineConfig::default(),
             queries: QueriesConfig::default(),
+            run: RunConfig::default(),
             teams: BTreeMap::new(),
         }
     }
@@ -295,6 +316,9 @@ impl Config {
                 let base = path.parent().unwrap_or(Path::new(""));
                 if config.lake.path.is_relative() {
                     config.lake.path = base.join(&config.lake.path);
+                }
+                if config.run.reports_dir.is_relative() {
+                    config.run.reports_dir = base.join(&config.run.reports_dir);
                 }
                 for p in [&mut config.queries.dir, &mut config.prometheus.bearer_token_file, &mut config.prometheus.basic_auth_password_file, &mut config.prometheus.ca_file] {
                     if let Some(dir) = p.as_mut().filter(|d| d.is_relative()) {
@@ -368,6 +392,9 @@ impl Config {
             if !seen.insert((g.model.clone(), g.effective_from)) {
                 return Err(invalid(&key, format!("duplicate price for {:?} effective {}", g.model, g.effective_from)));
             }
+        }
+        if !(self.run.min_completeness_pct.is_finite() && (0.0..=100.0).contains(&self.run.min_completeness_pct)) {
+            return Err(invalid("run.min_completeness_pct", format!("must be between 0 and 100, got {}", self.run.min_completeness_pct)));
         }
         crate::engine::parse_memory_limit(&self.engine.memory_limit)
             .map_err(|m| invalid("engine.memory_limit", m))?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::{Decimal128Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use chrono::{NaiveDate, NaiveTime};
-use datafusion::common::ScalarValue;
+use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::datasource::MemTable;
@@ -89,6 +89,7 @@ impl SessionBuilder {
             register_lake_table(&ctx, lake, table).await?;
         }
         register_price_tables(&ctx, config)?;
+        register_views(&ctx).await?;
         Ok(ctx)
     }
 
@@ -126,6 +127,16 @@ async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) ->
     let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(table.schema());
     let provider = ListingTable::try_new(config).map_err(reg_err)?;
     ctx.register_table(table.name(), Arc::new(provider)).map_err(reg_err)?;
+    Ok(())
+}
+
+/// The views of `queries/views/` (the common joins: usage with team and price, pod runs,
+/// daily usage), defined in every session.
+async fn register_views(ctx: &SessionContext) -> Result<()> {
+    for (name, sql) in crate::queries::VIEWS {
+        let reg_err = |source| EngineError::Register { table: format!("view {name}"), source };
+        ctx.sql(&format!("CREATE VIEW {name} AS\n{sql}")).await.map_err(reg_err)?;
+    }
     Ok(())
 }
 
@@ -226,10 +237,19 @@ fn register_mem(ctx: &SessionContext, name: &str, schema: SchemaRef, batch: Reco
 
 /// Runs `sql` with positional parameters (`$1`, `$2`, ...) bound, never formatted in.
 pub async fn run_query(ctx: &SessionContext, name: &str, sql: &str, params: Vec<ScalarValue>) -> Result<Vec<RecordBatch>> {
+    run_query_with(ctx, name, sql, ParamValues::from(params)).await
+}
+
+/// Runs read-only `sql` with positional or named (`$month`) parameters bound.
+pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params: ParamValues) -> Result<Vec<RecordBatch>> {
     let q_err = |source| EngineError::Query { query: name.into(), source };
     let options = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
     let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
-    let df = if params.is_empty() { df } else { df.with_param_values(params).map_err(q_err)? };
+    let empty = match &params {
+        ParamValues::List(l) => l.is_empty(),
+        ParamValues::Map(m) => m.is_empty(),
+    };
+    let df = if empty { df } else { df.with_param_values(params).map_err(q_err)? };
     df.collect().await.map_err(q_err)
 }
 

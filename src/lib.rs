@@ -3,11 +3,15 @@
 //! The pipeline: Prometheus history (or the simulator) -> a date-partitioned Parquet lake
 //! (`lake`) -> rollup SQL in `queries/` run by DataFusion (`engine`) -> reports (`report`).
 
+pub mod adhoc;
+pub mod check;
 pub mod cli;
 pub mod collect;
 pub mod commands;
 pub mod config;
+pub mod cronjob;
 pub mod engine;
+pub mod exit;
 pub mod lake;
 pub mod progress;
 pub mod queries;

@@ -13,7 +13,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            gpuledger::exit::exit_code(gpuledger::exit::code_for(&e))
         }
     }
 }

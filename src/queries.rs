@@ -7,6 +7,16 @@ use std::path::{Path, PathBuf};
 pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback", include_str!("../queries/chargeback.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
+    ("completeness", include_str!("../queries/completeness.sql")),
+    ("gaps", include_str!("../queries/gaps.sql")),
+];
+
+/// (name, SELECT) of the views every session has, in dependency order. Each file's header
+/// comment documents the view and its columns (`gpuledger tables` prints it).
+pub const VIEWS: &[(&str, &str)] = &[
+    ("usage", include_str!("../queries/views/usage.sql")),
+    ("pod_runs", include_str!("../queries/views/pod_runs.sql")),
+    ("daily_usage", include_str!("../queries/views/daily_usage.sql")),
 ];
 
 #[derive(Debug, thiserror::Error)]

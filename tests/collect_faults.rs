@@ -155,5 +155,6 @@ fn second_collector_on_one_lake_is_refused() {
     let out = collect(dir.path());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("another collector") && err.contains(&std::process::id().to_string()), "{err}");
+    assert!(err.contains("another gpuledger collect") && err.contains(&std::process::id().to_string()), "{err}");
+    assert_eq!(out.status.code(), Some(4), "a held lock exits 4 (busy)");
 }

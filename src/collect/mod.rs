@@ -30,7 +30,7 @@ use crate::progress::{Progress, ProgressMode};
 use dcgm::{DcgmGrid, Field};
 use kube::{KubeMetric, KubeState};
 use prometheus::{fmt_ms, PromClient, PromError, Series};
-use state::{Checkpoints, CollectLock, StateError};
+use state::{Checkpoints, LakeLock, StateError};
 
 pub const SOURCES: [&str; 2] = ["dcgm", "kube"];
 const DAY_MS: i64 = 86_400_000;
@@ -100,7 +100,7 @@ pub fn resolve_window(
 
 /// Runs one collection over `[from, to)`.
 pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, progress: ProgressMode) -> Result<CollectSummary> {
-    let _lock = CollectLock::acquire(lake.root())?;
+    let _lock = LakeLock::acquire(lake.root(), "collect")?;
     let removed = lake.clean_orphans().map_err(|source| WriteError::Io { path: lake.root().to_path_buf(), source })?;
     if removed > 0 {
         tracing::warn!("removed {removed} temp files left by an interrupted writer");

@@ -156,6 +156,12 @@ impl PromClient {
         Ok(series)
     }
 
+    /// GETs an API path such as `/api/v1/status/buildinfo`; returns the response's `data`.
+    pub async fn api(&self, path: &str, params: &[(&str, &str)]) -> Result<Value> {
+        let body = self.get_json(path, params, path, "now").await?;
+        Ok(body.get("data").cloned().unwrap_or(Value::Null))
+    }
+
     /// `query_range` (kept for the evidence test: it double-counts after pod switches).
     pub async fn query_range(&self, query: &str, start_ms: i64, end_ms: i64, step_s: u32) -> Result<Vec<Series>> {
         let window = format!("{} to {}", fmt_ms(start_ms), fmt_ms(end_ms));

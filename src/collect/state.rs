@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("another collector (pid {pid}) holds {path}; wait for it or remove the file if that process is gone")]
-    Locked { pid: u32, path: PathBuf },
+    #[error("another gpuledger {job} (pid {pid}) holds {path}; wait for it or remove the file if that process is gone")]
+    Locked { job: String, pid: u32, path: PathBuf },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: corrupt checkpoint: {message}")]
@@ -57,9 +57,9 @@ impl Checkpoints {
     }
 }
 
-/// Held while a collector runs; removed on drop.
+/// Held while a job (`collect`, `run`) works on the lake; removed on drop.
 #[derive(Debug)]
-pub struct CollectLock {
+pub struct LakeLock {
     path: PathBuf,
 }
 
@@ -72,23 +72,25 @@ fn alive(pid: u32) -> bool {
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-impl CollectLock {
-    pub fn acquire(lake_root: &Path) -> Result<CollectLock, StateError> {
+impl LakeLock {
+    /// Takes `<lake>/_state/<job>.lock`, or fails with `StateError::Locked` while a live
+    /// process holds it; a dead holder's lock is taken over.
+    pub fn acquire(lake_root: &Path, job: &str) -> Result<LakeLock, StateError> {
         let dir = state_dir(lake_root);
         std::fs::create_dir_all(&dir).map_err(|source| StateError::Io { path: dir.clone(), source })?;
-        let path = dir.join("collect.lock");
+        let path = dir.join(format!("{job}.lock"));
         for _ in 0..3 {
             match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(mut f) => {
                     let io = |source| StateError::Io { path: path.clone(), source };
                     writeln!(f, "{}", std::process::id()).map_err(io)?;
                     f.sync_all().map_err(io)?;
-                    return Ok(CollectLock { path });
+                    return Ok(LakeLock { path });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok());
                     match holder {
-                        Some(pid) if pid != std::process::id() && alive(pid) => return Err(StateError::Locked { pid, path }),
+                        Some(pid) if pid != std::process::id() && alive(pid) => return Err(StateError::Locked { job: job.to_string(), pid, path }),
                         _ => {
                             tracing::warn!("taking over a stale lock {} (holder {:?} is gone)", path.display(), holder);
                             let _ = std::fs::remove_file(&path);
@@ -102,7 +104,7 @@ impl CollectLock {
     }
 }
 
-impl Drop for CollectLock {
+impl Drop for LakeLock {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
@@ -115,14 +117,14 @@ mod tests {
     #[test]
     fn lock_excludes_a_live_holder_and_recovers_a_dead_one() {
         let dir = tempfile::tempdir().unwrap();
-        let lock = CollectLock::acquire(dir.path()).unwrap();
+        let lock = LakeLock::acquire(dir.path(), "collect").unwrap();
         // A live other process (our parent shell/test runner) holding it: refused.
         std::fs::write(dir.path().join("_state/collect.lock"), format!("{}\n", std::os::unix::process::parent_id())).unwrap();
-        let e = CollectLock::acquire(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("another collector"), "{e}");
+        let e = LakeLock::acquire(dir.path(), "collect").unwrap_err().to_string();
+        assert!(e.contains("another gpuledger collect"), "{e}");
         // A pid that cannot exist: stale, taken over.
         std::fs::write(dir.path().join("_state/collect.lock"), "4194304\n").unwrap();
-        let again = CollectLock::acquire(dir.path()).unwrap();
+        let again = LakeLock::acquire(dir.path(), "collect").unwrap();
         drop(again);
         drop(lock);
         assert!(!dir.path().join("_state/collect.lock").exists());

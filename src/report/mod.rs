@@ -2,6 +2,7 @@
 //! which `render` writes as a table, CSV, JSON, Markdown or Parquet.
 
 pub mod chargeback;
+pub mod completeness;
 pub mod money;
 pub mod render;
 
@@ -11,6 +12,8 @@ pub use render::{Cell, Format, Report};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    #[error("chargeback does not conserve the cluster total for {window}: rows {rows_gpu_us} GPU-us vs cluster {cluster_gpu_us}, rows {rows_energy_mj} mJ vs cluster {cluster_energy_mj} (an override of queries/chargeback.sql or cluster_totals.sql drops or duplicates rows)")]
+    NotConserved { window: String, rows_gpu_us: i64, cluster_gpu_us: i64, rows_energy_mj: i64, cluster_energy_mj: i64 },
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
     #[error(transparent)]
@@ -29,16 +32,59 @@ pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReportKind {
     Chargeback,
+    Completeness,
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 1] = [ReportKind::Chargeback];
+    pub const ALL: [ReportKind; 2] = [ReportKind::Chargeback, ReportKind::Completeness];
 
     pub fn name(self) -> &'static str {
         match self {
             ReportKind::Chargeback => "chargeback",
+            ReportKind::Completeness => "completeness",
         }
     }
+}
+
+/// Runs report `kind` over `window` in `session`.
+pub async fn build(
+    kind: ReportKind,
+    session: &datafusion::prelude::SessionContext,
+    queries: &crate::queries::Queries,
+    config: &crate::config::Config,
+    window: &crate::timewin::Window,
+) -> Result<Report> {
+    match kind {
+        ReportKind::Chargeback => {
+            let cb = chargeback::compute(session, queries, window).await?;
+            if !cb.gpu_us_conserved() || !cb.energy_conserved() {
+                return Err(ReportError::NotConserved {
+                    window: window.label(),
+                    rows_gpu_us: cb.rows.iter().map(|r| r.gpu_us).sum(),
+                    cluster_gpu_us: cb.cluster_gpu_us,
+                    rows_energy_mj: cb.rows.iter().map(|r| r.energy_mj).sum(),
+                    cluster_energy_mj: cb.cluster_energy_mj,
+                });
+            }
+            Ok(cb.to_report(config))
+        }
+        ReportKind::Completeness => {
+            let c = completeness::compute(session, queries, window, config.prometheus.step_secs).await?;
+            Ok(c.to_report())
+        }
+    }
+}
+
+/// Writes `report` into `dir` in every format (`<name>.txt`, `.csv`, `.json`, `.md`,
+/// `.parquet`); returns the file names.
+pub fn write_all_formats(report: &Report, dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for format in std::iter::once(Format::Table).chain(Format::FILES) {
+        let name = format!("{}.{}", report.name, format.extension());
+        write_atomic(&dir.join(&name), &report.render(format)?)?;
+        names.push(name);
+    }
+    Ok(names)
 }
 
 /// Writes `bytes` to `path` atomically (temp file, fsync, rename).

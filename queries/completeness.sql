@@ -1,0 +1,15 @@
+-- DCGM samples present per day of the window [$1, $2).
+--   $1, $2  window start and end (TIMESTAMP, UTC), half-open
+--   $3, $4  first and last `date` partition of the window (pruning)
+-- A day is complete when every GPU (or MIG instance) seen that day has a row at every step.
+SELECT
+  s.date                                                                          AS date,
+  COUNT(DISTINCT s.ts)                                                            AS steps,
+  COUNT(*)                                                                        AS gpu_rows,
+  COUNT(DISTINCT concat(CAST(s.gpu_uuid AS VARCHAR), '/', COALESCE(CAST(s.gpu_instance_id AS VARCHAR), '-'))) AS units,
+  MIN(s.step_s)                                                                   AS step_s
+FROM gpu_samples s
+WHERE s.date >= $3 AND s.date <= $4
+  AND s.ts >= $1 AND s.ts < $2
+GROUP BY s.date
+ORDER BY s.date

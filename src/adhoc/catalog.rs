@@ -1,0 +1,209 @@
+//! What `gpuledger tables` prints: every table and view a query can use, each column with
+//! its type and one line of meaning. Lake columns are documented here; views document their
+//! columns in the header comment of their SQL (`--   column: meaning`).
+
+use std::collections::BTreeMap;
+
+use arrow::array::{Array, StringArray};
+use datafusion::prelude::SessionContext;
+
+use crate::lake::Table;
+use crate::queries::VIEWS;
+
+/// (table, column, meaning) for the lake's and the config's tables.
+const COLUMNS: &[(&str, &str, &str)] = &[
+    ("gpu_samples", "ts", "start of the step the row stands for, [ts, ts + step_s) (UTC)"),
+    ("gpu_samples", "step_s", "the step in seconds (the lake's grid, default 30)"),
+    ("gpu_samples", "node", "Kubernetes node name"),
+    ("gpu_samples", "gpu_uuid", "the physical GPU (DCGM UUID)"),
+    ("gpu_samples", "gpu_index", "GPU index on the node"),
+    ("gpu_samples", "gpu_model", "DCGM modelName, e.g. NVIDIA H100 80GB HBM3"),
+    ("gpu_samples", "mig_profile", "MIG profile of the slice (e.g. 3g.40gb), NULL for a whole GPU"),
+    ("gpu_samples", "gpu_instance_id", "MIG GPU instance id, NULL for a whole GPU"),
+    ("gpu_samples", "namespace", "namespace of the pod holding the GPU, NULL when none did"),
+    ("gpu_samples", "pod", "pod holding the GPU, NULL when none did"),
+    ("gpu_samples", "container", "container holding the GPU"),
+    ("gpu_samples", "share", "fraction of the GPU: 1, a MIG slice's share, or 1/n time-sliced"),
+    ("gpu_samples", "util_pct", "GPU utilisation, percent (GPU_UTIL, or GR_ENGINE_ACTIVE x 100 on MIG)"),
+    ("gpu_samples", "mem_used_mib", "framebuffer used, MiB"),
+    ("gpu_samples", "mem_total_mib", "framebuffer size (used + free), MiB"),
+    ("gpu_samples", "power_w", "power draw, W"),
+    ("gpu_samples", "energy_j", "energy over the step, J (counter delta, reset-aware; else power x time)"),
+    ("gpu_samples", "temp_c", "GPU temperature, C"),
+    ("gpu_samples", "xid", "last XID error seen in the step, NULL when none"),
+    ("pods", "namespace", "the pod's namespace"),
+    ("pods", "pod", "pod name (names can be reused; uid tells pods apart)"),
+    ("pods", "uid", "the pod's unique id"),
+    ("pods", "node", "node it was bound to, NULL if never scheduled"),
+    ("pods", "priority_class", "the pod's PriorityClass"),
+    ("pods", "created", "creation time (UTC)"),
+    ("pods", "scheduled", "time it was bound to a node, NULL if never"),
+    ("pods", "started", "time its containers started"),
+    ("pods", "finished", "completion time, NULL while running"),
+    ("pods", "gpu_resource", "the GPU resource requested (nvidia.com/gpu or a MIG resource)"),
+    ("pods", "gpu_request", "GPUs (or MIG slices) requested"),
+    ("pods", "cpu_request", "CPU cores requested (all containers)"),
+    ("pods", "mem_request_bytes", "memory requested, bytes (all containers)"),
+    ("pods", "phase", "last phase seen: Pending, Running, Succeeded, Failed"),
+    ("pods", "termination_reason", "Completed, OOMKilled, Error, Preempted, Evicted, ..."),
+    ("pods", "team", "the pod's team label (kube_pod_labels), if any"),
+    ("pending_samples", "ts", "start of the step in which the pod was pending (UTC)"),
+    ("pending_samples", "step_s", "the step in seconds"),
+    ("pending_samples", "namespace", "the pending pod's namespace"),
+    ("pending_samples", "pod", "the pending pod"),
+    ("pending_samples", "uid", "the pending pod's uid"),
+    ("pending_samples", "priority_class", "the pending pod's PriorityClass"),
+    ("pending_samples", "gpu_resource", "the GPU resource it waits for"),
+    ("pending_samples", "gpu_request", "GPUs (or slices) it waits for"),
+    ("pending_samples", "reason", "why it waits: Unschedulable, QuotaExceeded, ..."),
+    ("quotas", "ts", "sample time (UTC)"),
+    ("quotas", "namespace", "namespace the ResourceQuota belongs to"),
+    ("quotas", "resource", "quota resource, e.g. requests.nvidia.com/gpu"),
+    ("quotas", "hard", "the quota's hard limit"),
+    ("quotas", "used", "what the namespace used of it"),
+    ("nodes", "node", "Kubernetes node name"),
+    ("nodes", "gpu_uuid", "the physical GPU"),
+    ("nodes", "gpu_index", "GPU index on the node"),
+    ("nodes", "gpu_model", "DCGM modelName"),
+    ("nodes", "mig_profile", "MIG profile of the instance, NULL for a whole GPU"),
+    ("nodes", "gpu_instance_id", "MIG GPU instance id, NULL for a whole GPU"),
+    ("nodes", "share", "fraction of the GPU the instance is"),
+    ("nodes", "mem_total_mib", "framebuffer size, MiB"),
+    ("nodes", "first_seen", "first sample of the day for this GPU (UTC)"),
+    ("nodes", "last_seen", "last sample of the day for this GPU (UTC)"),
+    ("gaps", "source", "dcgm or kube"),
+    ("gaps", "metric", "the metric that returned nothing"),
+    ("gaps", "gap_start", "start of the window with no data (UTC)"),
+    ("gaps", "gap_end", "end of the window with no data (exclusive, UTC)"),
+    ("gaps", "reason", "why: no series returned, ..."),
+    ("node_capacity", "ts", "sample time (UTC)"),
+    ("node_capacity", "node", "Kubernetes node name"),
+    ("node_capacity", "resource", "GPU resource, e.g. nvidia.com/gpu"),
+    ("node_capacity", "capacity", "how many the node offers"),
+    ("kueue_pending", "ts", "sample time (UTC)"),
+    ("kueue_pending", "cluster_queue", "Kueue ClusterQueue"),
+    ("kueue_pending", "status", "active or inadmissible"),
+    ("kueue_pending", "workloads", "pending workloads"),
+    ("gpu_prices", "model", "GPU model (DCGM modelName) the price is for"),
+    ("gpu_prices", "price_per_hour", "price per GPU-hour, in [pricing] currency"),
+    ("gpu_prices", "effective_from", "the price holds from this instant (UTC) ..."),
+    ("gpu_prices", "effective_to", "... until this one (exclusive): the next price row's start"),
+    ("power_prices", "price_per_kwh", "price per kWh, in [pricing] currency"),
+    ("power_prices", "pue", "power usage effectiveness of the data centre"),
+    ("power_prices", "effective_from", "the price holds from this instant (UTC) ..."),
+    ("power_prices", "effective_to", "... until this one (exclusive)"),
+    ("teams", "namespace", "a namespace"),
+    ("teams", "team", "the team (cost centre) it belongs to"),
+];
+
+const CONFIG_TABLES: &[(&str, &str)] = &[
+    ("gpu_prices", "config [[pricing.gpu]]: price per GPU-hour by model, with dates"),
+    ("power_prices", "config [pricing.power]: price per kWh and PUE, with dates"),
+    ("teams", "config [teams]: namespace -> team"),
+];
+
+/// One column as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDoc {
+    pub name: String,
+    pub data_type: String,
+    pub nullable: bool,
+    pub meaning: String,
+}
+
+/// One table or view as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableDoc {
+    pub name: String,
+    pub kind: &'static str,
+    pub meaning: String,
+    pub columns: Vec<ColumnDoc>,
+}
+
+/// A view's meaning and column meanings, from its SQL header comment.
+pub fn view_docs(sql: &str) -> (String, BTreeMap<String, String>) {
+    let mut meaning = String::new();
+    let mut columns = BTreeMap::new();
+    for line in sql.lines().take_while(|l| l.starts_with("--")) {
+        let body = line.trim_start_matches('-');
+        if let Some(rest) = body.strip_prefix("   ") {
+            if let Some((col, text)) = rest.split_once(": ") {
+                columns.insert(col.trim().to_string(), text.trim().to_string());
+            }
+        } else if meaning.is_empty() {
+            meaning = body.trim().to_string();
+        }
+    }
+    (meaning, columns)
+}
+
+/// Every table and view registered in `session`, in a fixed order: lake tables, views,
+/// config tables; columns as the session sees them.
+pub async fn describe(session: &SessionContext) -> datafusion::error::Result<Vec<TableDoc>> {
+    let batches = session
+        .sql("SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position")
+        .await?
+        .collect()
+        .await?;
+    let mut found: BTreeMap<String, Vec<ColumnDoc>> = BTreeMap::new();
+    for b in &batches {
+        let col = |i: usize| b.column(i).as_any().downcast_ref::<StringArray>().cloned();
+        let (Some(t), Some(c), Some(d), Some(n)) = (col(0), col(1), col(2), col(3)) else { continue };
+        for i in 0..b.num_rows() {
+            found.entry(t.value(i).to_string()).or_default().push(ColumnDoc {
+                name: c.value(i).to_string(),
+                data_type: d.value(i).to_string(),
+                nullable: !n.is_null(i) && n.value(i) == "YES",
+                meaning: String::new(),
+            });
+        }
+    }
+    let lake_meaning = |table: &str, column: &str| {
+        if column == "date" {
+            return Some("day partition (YYYY-MM-DD, UTC); filter on it to read fewer files".to_string());
+        }
+        COLUMNS.iter().find(|(t, c, _)| *t == table && *c == column).map(|(_, _, m)| m.to_string())
+    };
+    let mut out = Vec::new();
+    for table in Table::ALL {
+        if let Some(mut cols) = found.remove(table.name()) {
+            for c in cols.iter_mut() {
+                c.meaning = lake_meaning(table.name(), &c.name).unwrap_or_default();
+            }
+            out.push(TableDoc { name: table.name().into(), kind: "table", meaning: table.description().into(), columns: cols });
+        }
+    }
+    for (name, sql) in VIEWS {
+        if let Some(mut cols) = found.remove(*name) {
+            let (meaning, docs) = view_docs(sql);
+            for c in cols.iter_mut() {
+                c.meaning = docs.get(&c.name).cloned().unwrap_or_default();
+            }
+            out.push(TableDoc { name: name.to_string(), kind: "view", meaning, columns: cols });
+        }
+    }
+    for (name, meaning) in CONFIG_TABLES {
+        if let Some(mut cols) = found.remove(*name) {
+            for c in cols.iter_mut() {
+                c.meaning = lake_meaning(name, &c.name).unwrap_or_default();
+            }
+            out.push(TableDoc { name: name.to_string(), kind: "config table", meaning: meaning.to_string(), columns: cols });
+        }
+    }
+    Ok(out)
+}
+
+/// The listing as text.
+pub fn render(docs: &[TableDoc]) -> String {
+    let mut out = String::new();
+    for t in docs {
+        out.push_str(&format!("{}  ({}) -- {}\n", t.name, t.kind, t.meaning));
+        let width = t.columns.iter().map(|c| c.data_type.len() + if c.nullable { 0 } else { 9 }).max().unwrap_or(0);
+        for c in &t.columns {
+            let ty = format!("{}{}", c.data_type, if c.nullable { "" } else { " NOT NULL" });
+            out.push_str(&format!("  {:<20} {:<width$}  {}\n", c.name, ty, c.meaning));
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,114 @@
+//! Ad hoc SQL for finance and platform leads: one read-only statement, named parameters,
+//! results rendered with arrow's writers; an interactive prompt on a terminal; the catalog
+//! `gpuledger tables` prints.
+
+pub mod catalog;
+pub mod guard;
+pub mod repl;
+
+use std::collections::HashMap;
+
+use arrow::array::RecordBatch;
+use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::prelude::SessionContext;
+
+use crate::engine::{run_query_with, EngineError};
+use crate::report::Format;
+
+pub use guard::{check_read_only, GuardError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdhocError {
+    #[error(transparent)]
+    Guard(#[from] GuardError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("--param {0:?}: expected NAME=VALUE with NAME made of letters, digits and _")]
+    BadParam(String),
+    #[error("rendering the result as {format}: {detail}")]
+    Render { format: &'static str, detail: String },
+}
+
+/// `NAME=VALUE` -> (NAME, VALUE); the SQL refers to it as `$NAME`.
+pub fn parse_param(text: &str) -> Result<(String, String), AdhocError> {
+    let (name, value) = text.split_once('=').ok_or_else(|| AdhocError::BadParam(text.into()))?;
+    let name = name.trim().trim_start_matches('$');
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(AdhocError::BadParam(text.into()));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+/// Named parameters are bound as text; DataFusion coerces them where they meet a typed
+/// column (`ts >= $from`), and `CAST($n AS INT)` makes a number of one.
+pub fn param_values(params: &[(String, String)]) -> ParamValues {
+    let map: HashMap<String, ScalarValue> = params.iter().map(|(k, v)| (k.clone(), ScalarValue::Utf8(Some(v.clone())))).collect();
+    ParamValues::from(map)
+}
+
+/// Checks that `sql` is one read-only statement, then runs it with `params` bound.
+pub async fn run(session: &SessionContext, sql: &str, params: &[(String, String)]) -> Result<Vec<RecordBatch>, AdhocError> {
+    check_read_only(sql)?;
+    Ok(run_query_with(session, "ad hoc query", sql, param_values(params)).await?)
+}
+
+/// Renders query results with arrow's own writers.
+pub fn render_batches(batches: &[RecordBatch], format: Format) -> Result<Vec<u8>, AdhocError> {
+    let err = |detail: String| AdhocError::Render { format: format.name(), detail };
+    let mut buf = Vec::new();
+    match format {
+        Format::Table => {
+            let text = arrow::util::pretty::pretty_format_batches(batches).map_err(|e| err(e.to_string()))?;
+            buf = format!("{text}\n").into_bytes();
+        }
+        Format::Md => {
+            let text = arrow::util::pretty::pretty_format_batches(batches).map_err(|e| err(e.to_string()))?.to_string();
+            let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('+')).collect();
+            for (i, l) in lines.iter().enumerate() {
+                buf.extend_from_slice(l.as_bytes());
+                buf.push(b'\n');
+                if i == 0 {
+                    let cols = l.matches('|').count().saturating_sub(1);
+                    buf.extend_from_slice(format!("|{}\n", "---|".repeat(cols)).as_bytes());
+                }
+            }
+        }
+        Format::Csv => {
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(&mut buf);
+            for b in batches {
+                w.write(b).map_err(|e| err(e.to_string()))?;
+            }
+        }
+        Format::Json => {
+            let mut w = arrow::json::ArrayWriter::new(&mut buf);
+            for b in batches {
+                w.write(b).map_err(|e| err(e.to_string()))?;
+            }
+            w.finish().map_err(|e| err(e.to_string()))?;
+            buf.push(b'\n');
+        }
+        Format::Parquet => {
+            let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| std::sync::Arc::new(arrow::datatypes::Schema::empty()));
+            let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None).map_err(|e| err(e.to_string()))?;
+            for b in batches {
+                w.write(b).map_err(|e| err(e.to_string()))?;
+            }
+            w.close().map_err(|e| err(e.to_string()))?;
+        }
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_parse() {
+        assert_eq!(parse_param("month=2026-10").unwrap(), ("month".into(), "2026-10".into()));
+        assert_eq!(parse_param("$team=a=b").unwrap(), ("team".into(), "a=b".into()));
+        assert!(parse_param("month").is_err());
+        assert!(parse_param("1x=2").is_err());
+        assert!(parse_param("a b=2").is_err());
+    }
+}

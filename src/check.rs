@@ -1,0 +1,189 @@
+//! `gpuledger check`: validate the config and reach every configured source, saying what is
+//! wrong and where. Each line is `ok`, `warn` or `FAIL`; any FAIL exits non-zero.
+
+use std::fmt;
+use std::path::Path;
+
+use crate::collect::dcgm::Field;
+use crate::collect::kube::KubeMetric;
+use crate::collect::prometheus::PromClient;
+use crate::config::{Config, PrometheusConfig};
+use crate::engine::SessionBuilder;
+use crate::lake::{Lake, Table};
+use crate::queries::{Queries, BUILTIN};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone)]
+pub struct Finding {
+    pub status: Status,
+    pub what: String,
+    pub detail: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        write!(f, "{s}  {:<28} {}", self.what, self.detail)
+    }
+}
+
+fn finding(status: Status, what: impl Into<String>, detail: impl Into<String>) -> Finding {
+    Finding { status, what: what.into(), detail: detail.into() }
+}
+
+/// Everything `check` looks at, in order.
+pub async fn check(config: &Config, config_origin: &str, lake: &Lake, queries: &Queries, session: &SessionBuilder) -> Vec<Finding> {
+    let mut out = vec![finding(Status::Ok, "config", config_origin)];
+    out.extend(check_lake(lake));
+    out.extend(check_queries(config, lake, queries, session).await);
+    out.extend(check_prometheus(&config.prometheus).await);
+    out
+}
+
+fn check_lake(lake: &Lake) -> Vec<Finding> {
+    let root = lake.root();
+    let mut out = Vec::new();
+    if !root.exists() {
+        let parent = root.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let status = if writable(parent) { Status::Ok } else { Status::Fail };
+        out.push(finding(status, "lake", format!("{} does not exist yet; {} will create it ({})", root.display(), "the first collect", if status == Status::Ok { "parent is writable" } else { "but its parent is not writable" })));
+        return out;
+    }
+    if !writable(root) {
+        out.push(finding(Status::Fail, "lake", format!("{} is not writable by this user", root.display())));
+        return out;
+    }
+    let mut described = Vec::new();
+    for t in [Table::GpuSamples, Table::Pods] {
+        match lake.dates(t) {
+            Ok(d) if !d.is_empty() => described.push(format!("{} {} days ({} to {})", t.name(), d.len(), d[0], d[d.len() - 1])),
+            Ok(_) => described.push(format!("{} empty", t.name())),
+            Err(e) => out.push(finding(Status::Fail, "lake", format!("listing {}: {e}", t.name()))),
+        }
+    }
+    out.push(finding(Status::Ok, "lake", format!("{}: {}", root.display(), described.join("; "))));
+    match crate::collect::state::Checkpoints::load(root) {
+        Ok(c) if c.sources.is_empty() => out.push(finding(Status::Ok, "checkpoints", "none yet (the first collect starts prometheus.initial_days back)")),
+        Ok(c) => out.push(finding(Status::Ok, "checkpoints", c.sources.iter().map(|(k, v)| format!("{k} at {v}")).collect::<Vec<_>>().join(", "))),
+        Err(e) => out.push(finding(Status::Fail, "checkpoints", e.to_string())),
+    }
+    out
+}
+
+fn writable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".gpuledger-check-{}", std::process::id()));
+    let ok = std::fs::write(&probe, b"").is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}
+
+/// Every rollup query (built-in or overridden) must plan against the lake's schemas.
+async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session: &SessionBuilder) -> Vec<Finding> {
+    let ctx = match session.build(lake, config).await {
+        Ok(c) => c,
+        Err(e) => return vec![finding(Status::Fail, "engine", e.to_string())],
+    };
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for (name, _) in BUILTIN {
+        let result = match queries.get(name) {
+            Ok(sql) => ctx.state().create_logical_plan(&sql).await.map(|_| ()).map_err(|e| e.strip_backtrace()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = result {
+            bad.push(format!("{name}: {}", e.lines().next().unwrap_or("")));
+        }
+    }
+    if bad.is_empty() {
+        out.push(finding(Status::Ok, "queries", format!("{} rollup queries and {} views plan", BUILTIN.len(), crate::queries::VIEWS.len())));
+    } else {
+        for b in bad {
+            out.push(finding(Status::Fail, "queries", b));
+        }
+    }
+    out
+}
+
+/// Reaches Prometheus (build info) and looks for every configured metric name.
+async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
+    let mut quick = cfg.clone();
+    quick.retries = 0;
+    quick.timeout_secs = quick.timeout_secs.min(15);
+    let client = match PromClient::new(&quick) {
+        Ok(c) => c,
+        Err(e) => return vec![finding(Status::Fail, "prometheus", e.to_string())],
+    };
+    let base = client.display_base().to_string();
+    let mut out = Vec::new();
+    match client.api("/api/v1/status/buildinfo", &[]).await {
+        Ok(info) => {
+            let version = info.get("version").and_then(|v| v.as_str()).unwrap_or("unknown version");
+            out.push(finding(Status::Ok, "prometheus", format!("{base} answers (version {version})")));
+        }
+        Err(e) => {
+            // Mimir/Thanos may not serve buildinfo: fall through to the metric list.
+            out.push(finding(Status::Warn, "prometheus", format!("{base}: build info: {e}")));
+        }
+    }
+    let names: Vec<String> = match client.api("/api/v1/label/__name__/values", &[]).await {
+        Ok(v) => v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default(),
+        Err(e) => {
+            out.retain(|f| f.what != "prometheus");
+            out.push(finding(Status::Fail, "prometheus", format!("{base}: {e}")));
+            return out;
+        }
+    };
+    let has = |m: &str| {
+        let bare = m.split('{').next().unwrap_or(m);
+        names.iter().any(|n| n == bare)
+    };
+    let util = Field::Util.metric(cfg);
+    let engine = Field::EngineActive.metric(cfg);
+    out.push(match (has(util), has(engine)) {
+        (true, _) | (_, true) => finding(Status::Ok, "dcgm utilisation", format!("{}{}", if has(util) { util } else { "" }, if has(engine) { format!(" {engine} (MIG)") } else { String::new() })),
+        _ => finding(Status::Fail, "dcgm utilisation", format!("neither {util} nor {engine} exists: is dcgm-exporter scraped? (prometheus.metrics.gpu_util)")),
+    });
+    for (field, key, required) in [
+        (Field::FbUsed, "fb_used", true),
+        (Field::Power, "power", true),
+        (Field::Energy, "energy", false),
+        (Field::FbFree, "fb_free", false),
+        (Field::Temp, "temp", false),
+        (Field::Xid, "xid", false),
+    ] {
+        let m = field.metric(cfg);
+        out.push(if has(m) {
+            finding(Status::Ok, format!("dcgm {key}"), m)
+        } else if required {
+            finding(Status::Fail, format!("dcgm {key}"), format!("{m} does not exist (prometheus.metrics.{key})"))
+        } else {
+            finding(Status::Warn, format!("dcgm {key}"), format!("{m} does not exist (prometheus.metrics.{key}){}", if key == "energy" { ": energy falls back to power x time" } else { "" }))
+        });
+    }
+    for metric in KubeMetric::ALL {
+        let selector = metric.selector(cfg);
+        let name = selector.split('{').next().unwrap_or(&selector).to_string();
+        let required = matches!(metric, KubeMetric::Info | KubeMetric::Created | KubeMetric::Scheduled | KubeMetric::Phase | KubeMetric::Requests);
+        let what = format!("kube {name}");
+        out.push(if has(&name) {
+            finding(Status::Ok, what, "present")
+        } else if metric == KubeMetric::KueuePending {
+            finding(Status::Ok, what, "absent (Kueue does not run here; the queue report skips it)")
+        } else if required {
+            finding(Status::Fail, what, "does not exist: is kube-state-metrics scraped?")
+        } else {
+            finding(Status::Warn, what, "does not exist; reports that use it will be empty")
+        });
+    }
+    out
+}

@@ -1,0 +1,186 @@
+//! `gpuledger run`, the cron job: take the lake's lock, collect from the checkpoint to now
+//! (unless told not to), write every report for the month into `<reports_dir>/<month>/`,
+//! print a one-screen summary, and exit 3 when the month's data is incomplete.
+//!
+//! Idempotent: the reports depend only on the lake, the config and the month, and are
+//! written atomically, so running a month twice gives byte-identical files.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use chrono::Utc;
+
+use crate::collect::state::LakeLock;
+use crate::collect::CollectSummary;
+use crate::config::Config;
+use crate::engine::SessionBuilder;
+use crate::exit::IncompleteData;
+use crate::lake::Lake;
+use crate::progress::ProgressMode;
+use crate::queries::Queries;
+use crate::report::completeness::{self, SOURCES};
+use crate::report::money::format_units;
+use crate::report::{self, Cell, ReportKind};
+use crate::timewin::Window;
+
+/// What one run is asked to do.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub window: Window,
+    pub collect: bool,
+    pub reports_dir: PathBuf,
+}
+
+/// What one run did: the summary printed at the end.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub window: Window,
+    pub collected: Option<CollectSummary>,
+    pub dir: PathBuf,
+    pub files: Vec<String>,
+    pub chargeback_line: String,
+    /// Percent present per source, in hundredths.
+    pub completeness: Vec<(&'static str, i128, i64, i64)>,
+    pub threshold_pct: f64,
+    pub secs: f64,
+}
+
+impl RunOutcome {
+    pub fn incomplete_sources(&self) -> Vec<String> {
+        let threshold = (self.threshold_pct * 100.0).round() as i128;
+        self.completeness
+            .iter()
+            .filter(|(_, pct, _, _)| *pct < threshold)
+            .map(|(s, pct, present, expected)| format!("{s} {}% ({present} of {expected})", format_units(*pct, 2)))
+            .collect()
+    }
+
+    /// One screen: what was collected, how complete the month is, the chargeback total and
+    /// where the reports are.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "gpuledger run {} ({} to {})", self.window.label(), self.window.start.to_rfc3339(), self.window.end.to_rfc3339());
+        match &self.collected {
+            None => {
+                let _ = writeln!(s, "  collect       skipped");
+            }
+            Some(c) if c.queries == 0 => {
+                let _ = writeln!(s, "  collect       nothing new (lake is up to date)");
+            }
+            Some(c) => {
+                let _ = writeln!(
+                    s,
+                    "  collect       {} to {}: {} queries, {} samples, {} GPU rows, {} pods, {} gaps",
+                    crate::collect::prometheus::fmt_ms(c.from),
+                    crate::collect::prometheus::fmt_ms(c.to),
+                    c.queries,
+                    c.samples,
+                    c.gpu_rows,
+                    c.pods,
+                    c.gaps
+                );
+            }
+        }
+        let parts: Vec<String> = self
+            .completeness
+            .iter()
+            .map(|(src, pct, present, expected)| format!("{src} {}% ({present} of {expected})", format_units(*pct, 2)))
+            .collect();
+        let _ = writeln!(s, "  completeness  {}; threshold {}%", parts.join(", "), self.threshold_pct);
+        let _ = writeln!(s, "  chargeback    {}", self.chargeback_line);
+        let _ = writeln!(s, "  reports       {} ({} files: {})", self.dir.display(), self.files.len(), self.files.join(" "));
+        let incomplete = self.incomplete_sources();
+        let _ = writeln!(s, "  status        {}", if incomplete.is_empty() { "OK".to_string() } else { format!("DATA INCOMPLETE: {}", incomplete.join(", ")) });
+        let _ = writeln!(s, "  took          {:.1}s", self.secs);
+        s
+    }
+}
+
+/// The chargeback's total row in a line.
+fn chargeback_line(report: &report::Report, config: &Config) -> String {
+    let Some(total) = &report.total else { return "no rows".into() };
+    let at = |name: &str| report.columns.iter().position(|c| c == name).and_then(|i| total.get(i)).map(Cell::text).unwrap_or_default();
+    let conserved = report
+        .meta
+        .get("conservation")
+        .map(|c| c.get("gpu_hours_conserved").and_then(|v| v.as_bool()) == Some(true) && c.get("energy_conserved").and_then(|v| v.as_bool()) == Some(true))
+        .unwrap_or(false);
+    format!(
+        "{} namespaces, {} GPU-h, {} kWh, total_cost {} {} ({}), conservation {}",
+        report.rows.len(),
+        at("gpu_hours"),
+        at("energy_kwh"),
+        at("total_cost"),
+        config.pricing.currency,
+        match config.pricing.basis {
+            crate::config::CostBasis::Cloud => "cloud",
+            crate::config::CostBasis::Power => "power",
+        },
+        if conserved { "OK" } else { "MISMATCH" }
+    )
+}
+
+/// Runs the job. The summary is returned, also when the data is incomplete (the error then
+/// carries `IncompleteData`, which exits 3 after the summary is printed by the caller).
+pub async fn run(
+    config: &Config,
+    lake: &Lake,
+    queries: &Queries,
+    session: &SessionBuilder,
+    progress: ProgressMode,
+    plan: &RunPlan,
+) -> Result<(RunOutcome, Option<IncompleteData>)> {
+    let t0 = Instant::now();
+    let _lock = LakeLock::acquire(lake.root(), "run")?;
+    let collected = if plan.collect {
+        let cfg = &config.prometheus;
+        let (from, to) = crate::collect::resolve_window(lake, cfg, None, None, Utc::now())?;
+        tracing::info!("collecting {} to {} from {}", crate::collect::prometheus::fmt_ms(from), crate::collect::prometheus::fmt_ms(to), cfg.url);
+        Some(crate::collect::collect(lake, cfg, from, to, progress).await.context("collect")?)
+    } else {
+        None
+    };
+
+    let ctx = session.build(lake, config).await?;
+    let dir = plan.reports_dir.join(plan.window.label());
+    let mut files = Vec::new();
+    let mut chargeback = String::new();
+    for kind in ReportKind::ALL {
+        let t = Instant::now();
+        let r = report::build(kind, &ctx, queries, config, &plan.window).await.with_context(|| format!("report {}", kind.name()))?;
+        files.extend(report::write_all_formats(&r, &dir)?);
+        if kind == ReportKind::Chargeback {
+            chargeback = chargeback_line(&r, config);
+        }
+        tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
+    }
+    let c = completeness::compute(&ctx, queries, &plan.window, config.prometheus.step_secs).await?;
+    let outcome = RunOutcome {
+        window: plan.window,
+        collected,
+        dir,
+        files,
+        chargeback_line: chargeback,
+        completeness: SOURCES
+            .iter()
+            .map(|s| {
+                let (e, p) = c.totals(s);
+                (*s, c.pct_centi(s), p, e)
+            })
+            .collect(),
+        threshold_pct: config.run.min_completeness_pct,
+        secs: t0.elapsed().as_secs_f64(),
+    };
+    let incomplete = outcome.incomplete_sources();
+    let verdict = (!incomplete.is_empty()).then(|| {
+        IncompleteData(format!("{} for {} is under run.min_completeness_pct = {}%", incomplete.join(", "), plan.window.label(), config.run.min_completeness_pct))
+    });
+    Ok((outcome, verdict))
+}
+
+/// `reports_dir` relative to the working directory unless absolute.
+pub fn reports_dir(config: &Config, flag: Option<&Path>) -> PathBuf {
+    flag.map(Path::to_path_buf).unwrap_or_else(|| config.run.reports_dir.clone())
+}

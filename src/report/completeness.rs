@@ -1,0 +1,214 @@
+//! Completeness: per day and source, the share of expected data present in the lake, and
+//! the gaps the collector recorded. `run` exits with "data incomplete" when a source falls
+//! under `run.min_completeness_pct` for the month.
+//!
+//! - `dcgm`: expected = GPUs (or MIG instances) seen that day x steps in the day; present =
+//!   GPU rows. A day with no rows at all is measured against the largest pool of the window.
+//! - `kube`: expected = steps in the day; present = steps not covered by a recorded
+//!   kube-state-metrics gap (the union over metrics).
+
+use std::collections::BTreeMap;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Int64Type, TimestampMillisecondType};
+use chrono::{Duration, NaiveDate, NaiveTime};
+use datafusion::prelude::SessionContext;
+use serde_json::{Map, Value};
+
+use super::money::round_ratio;
+use super::render::{Cell, Report};
+use super::{ReportError, Result};
+use crate::engine::{run_query, str_param, ts_param};
+use crate::queries::Queries;
+use crate::timewin::Window;
+
+pub const SOURCES: [&str; 2] = ["dcgm", "kube"];
+
+/// One day of one source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DayCompleteness {
+    pub date: NaiveDate,
+    pub source: &'static str,
+    pub expected: i64,
+    pub present: i64,
+    pub gap_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Completeness {
+    pub window: Window,
+    pub step_s: i64,
+    pub days: Vec<DayCompleteness>,
+}
+
+fn shape(detail: impl Into<String>) -> ReportError {
+    ReportError::Shape { report: "completeness", detail: detail.into() }
+}
+
+fn col_i64(b: &RecordBatch, name: &str) -> Result<Vec<i64>> {
+    let c = b.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
+    let c = arrow::compute::cast(c, &DataType::Int64).map_err(|e| shape(e.to_string()))?;
+    let a = c.as_primitive::<Int64Type>();
+    Ok((0..a.len()).map(|i| if a.is_null(i) { 0 } else { a.value(i) }).collect())
+}
+
+fn col_str(b: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
+    let c = b.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
+    let c = arrow::compute::cast(c, &DataType::Utf8).map_err(|e| shape(e.to_string()))?;
+    let a = c.as_string::<i32>();
+    Ok((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i).to_string())).collect())
+}
+
+fn col_ts(b: &RecordBatch, name: &str) -> Result<Vec<i64>> {
+    let c = b.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
+    let c = arrow::compute::cast(c, &DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, Some("UTC".into()))).map_err(|e| shape(e.to_string()))?;
+    let a = c.as_primitive::<TimestampMillisecondType>();
+    Ok((0..a.len()).map(|i| a.value(i)).collect())
+}
+
+/// Total length of the union of `[s, e)` intervals.
+fn union_ms(mut intervals: Vec<(i64, i64)>) -> i64 {
+    intervals.sort();
+    let mut total = 0;
+    let mut cur: Option<(i64, i64)> = None;
+    for (s, e) in intervals {
+        match cur {
+            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                cur = Some((s, e));
+            }
+            None => cur = Some((s, e)),
+        }
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}
+
+/// Measures `window`; `step_s` is the expected grid where a day has no rows to tell it.
+pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, step_s: u32) -> Result<Completeness> {
+    let (first, last) = window.date_bounds();
+    let (ws, we) = (window.start.timestamp_millis(), window.end.timestamp_millis());
+    let params = vec![ts_param(ws), ts_param(we), str_param(first.format("%Y-%m-%d").to_string()), str_param(last.format("%Y-%m-%d").to_string())];
+    let sql = queries.get("completeness")?;
+    let per_day = run_query(ctx, "completeness", &sql, params.clone()).await?;
+    // date -> (steps, rows, units, step_s)
+    let mut seen: BTreeMap<String, (i64, i64, i64, i64)> = BTreeMap::new();
+    for b in &per_day {
+        let (dates, steps, rows, units, steps_s) = (col_str(b, "date")?, col_i64(b, "steps")?, col_i64(b, "gpu_rows")?, col_i64(b, "units")?, col_i64(b, "step_s")?);
+        for i in 0..b.num_rows() {
+            let d = dates[i].clone().ok_or_else(|| shape("null date"))?;
+            seen.insert(d, (steps[i], rows[i], units[i], steps_s[i]));
+        }
+    }
+    let sql = queries.get("gaps")?;
+    let gap_batches = run_query(ctx, "gaps", &sql, params[..2].to_vec()).await?;
+    let mut gaps: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+    for b in &gap_batches {
+        let (src, s, e) = (col_str(b, "source")?, col_ts(b, "gap_start")?, col_ts(b, "gap_end")?);
+        for i in 0..b.num_rows() {
+            gaps.entry(src[i].clone().unwrap_or_default()).or_default().push((s[i], e[i]));
+        }
+    }
+
+    let step = seen.values().map(|v| v.3).filter(|s| *s > 0).min().unwrap_or(step_s as i64).max(1);
+    let pool = seen.values().map(|v| v.2).max().unwrap_or(0);
+    let mut days = Vec::new();
+    let mut d = first;
+    while d <= last {
+        let ds = d.and_time(NaiveTime::MIN).and_utc().timestamp_millis().max(ws);
+        let de = (d + Duration::days(1)).and_time(NaiveTime::MIN).and_utc().timestamp_millis().min(we);
+        let steps_expected = (de - ds) / (step * 1000);
+        let key = d.format("%Y-%m-%d").to_string();
+        let clip = |source: &str| -> i64 {
+            let list = gaps.get(source).map(|g| g.iter().filter_map(|&(s, e)| {
+                let (s, e) = (s.max(ds), e.min(de));
+                (s < e).then_some((s, e))
+            }).collect()).unwrap_or_default();
+            union_ms(list)
+        };
+        let (_, rows, units, _) = seen.get(&key).copied().unwrap_or((0, 0, pool, step));
+        days.push(DayCompleteness { date: d, source: "dcgm", expected: units * steps_expected, present: rows, gap_ms: clip("dcgm") });
+        let kube_gap = clip("kube");
+        let kube_missing = (kube_gap + step * 1000 - 1) / (step * 1000);
+        days.push(DayCompleteness { date: d, source: "kube", expected: steps_expected, present: (steps_expected - kube_missing).max(0), gap_ms: kube_gap });
+        d += Duration::days(1);
+    }
+    Ok(Completeness { window: *window, step_s: step, days })
+}
+
+impl Completeness {
+    /// (expected, present) over the window for `source`.
+    pub fn totals(&self, source: &str) -> (i64, i64) {
+        self.days.iter().filter(|d| d.source == source).fold((0, 0), |(e, p), d| (e + d.expected, p + d.present))
+    }
+
+    /// Percent present for `source` over the window, in hundredths (10000 = 100.00%).
+    pub fn pct_centi(&self, source: &str) -> i128 {
+        let (e, p) = self.totals(source);
+        if e == 0 {
+            0
+        } else {
+            round_ratio(p as i128 * 100, e as i128, 2)
+        }
+    }
+
+    pub fn to_report(&self) -> Report {
+        let dec = |units: i128| Cell::Dec { units, decimals: 2 };
+        let pct = |present: i64, expected: i64| if expected == 0 { Cell::Null } else { dec(round_ratio(present as i128 * 100, expected as i128, 2)) };
+        let rows = self
+            .days
+            .iter()
+            .map(|d| {
+                vec![
+                    Cell::Str(d.date.format("%Y-%m-%d").to_string()),
+                    Cell::Str(d.source.to_string()),
+                    Cell::Str(if d.source == "dcgm" { "GPU rows" } else { "steps" }.to_string()),
+                    Cell::Int(d.expected),
+                    Cell::Int(d.present),
+                    pct(d.present, d.expected),
+                    dec(round_ratio(d.gap_ms as i128, 60_000, 2)),
+                ]
+            })
+            .collect();
+        let mut notes = Vec::new();
+        let mut meta = Map::new();
+        for s in SOURCES {
+            let (e, p) = self.totals(s);
+            let gap: i64 = self.days.iter().filter(|d| d.source == s).map(|d| d.gap_ms).sum();
+            notes.push(format!(
+                "{s}: {p} of {e} expected present ({}%), {} minutes of recorded gaps",
+                super::money::format_units(self.pct_centi(s), 2),
+                super::money::format_units(round_ratio(gap as i128, 60_000, 2), 2)
+            ));
+            let mut m = Map::new();
+            m.insert("expected".into(), Value::from(e));
+            m.insert("present".into(), Value::from(p));
+            m.insert("gap_ms".into(), Value::from(gap));
+            meta.insert(s.to_string(), Value::Object(m));
+        }
+        notes.push(format!("window {} to {}; step {} s", self.window.start.to_rfc3339(), self.window.end.to_rfc3339(), self.step_s));
+        meta.insert("window_start".into(), Value::String(self.window.start.to_rfc3339()));
+        meta.insert("window_end".into(), Value::String(self.window.end.to_rfc3339()));
+        Report {
+            name: "completeness".into(),
+            title: format!("Data completeness {}", self.window.label()),
+            columns: ["date", "source", "unit", "expected", "present", "present_pct", "gap_minutes"].map(String::from).to_vec(),
+            rows,
+            total: None,
+            notes,
+            meta,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::union_ms;
+
+    #[test]
+    fn overlapping_gaps_count_once() {
+        assert_eq!(union_ms(vec![]), 0);
+        assert_eq!(union_ms(vec![(0, 10), (5, 20), (30, 40)]), 30);
+        assert_eq!(union_ms(vec![(30, 40), (0, 10), (10, 15)]), 25);
+    }
+}

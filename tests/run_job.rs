@@ -1,0 +1,246 @@
+//! The operator's side on the real binary: `run` (idempotent, exit codes, summary), `check`,
+//! read-only `query` (every refused statement kind leaves the lake as it was), named
+//! parameters, `tables`, completions and the man page, and CLI snapshots with timings
+//! filtered. Snapshots live in `tests/snapshots/`; regenerate with `SNAPSHOT_UPDATE=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+/// A demo month of 64 GPUs (October 2026) with its config at d/gpuledger.toml.
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        common::run_ok(&dir, &["demo", "--out", "d", "--month", "2026-10", "--seed", "3"]);
+        Fixture { _tmp: tmp, dir }
+    })
+}
+
+/// Tests that run `run`, `check` or compare the lake take turns: they share one lake.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static M: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    M.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn gl(dir: &Path, args: &[&str]) -> std::process::Output {
+    common::bin().current_dir(dir).args(args).output().unwrap()
+}
+
+/// Replaces digits after "took" and durations like "1.23s" so snapshots are stable.
+fn filter_timings(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if let Some(i) = l.find("took") {
+                format!("{}took [TIME]", &l[..i])
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+fn snapshot(name: &str, actual: &str) {
+    let path = common::repo_root().join("tests/snapshots").join(name);
+    if std::env::var_os("SNAPSHOT_UPDATE").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing snapshot {} (SNAPSHOT_UPDATE=1 writes it)", path.display()));
+    assert!(expected == actual, "snapshot {name} differs:\n--- expected\n{expected}\n--- actual\n{actual}");
+}
+
+#[test]
+fn run_twice_gives_identical_bytes_and_a_summary() {
+    let f = fixture();
+    let _turn = serial();
+    let args = ["--config", "d/gpuledger.toml", "run", "--month", "2026-10", "--no-collect", "--reports-dir", "r1"];
+    let first = gl(&f.dir, &args);
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    let tree1 = common::tree(&f.dir.join("r1/2026-10"));
+    let names: Vec<&str> = tree1.iter().map(|(p, _)| p.as_str()).collect();
+    for report in ["chargeback", "completeness"] {
+        for ext in ["txt", "csv", "json", "md", "parquet"] {
+            assert!(names.contains(&format!("{report}.{ext}").as_str()), "{report}.{ext} missing: {names:?}");
+        }
+    }
+    let second = gl(&f.dir, &args);
+    assert_eq!(second.status.code(), Some(0));
+    assert!(common::tree(&f.dir.join("r1/2026-10")) == tree1, "a second run changed the reports");
+    // The chargeback written by run is the one `report` prints.
+    let csv = common::stdout(&common::run_ok(&f.dir, &["--config", "d/gpuledger.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
+    assert_eq!(std::fs::read_to_string(f.dir.join("r1/2026-10/chargeback.csv")).unwrap(), csv);
+    let summary = common::stdout(&first);
+    assert!(summary.lines().count() <= 24, "one screen: {summary}");
+    assert!(summary.contains("dcgm 100.00%") && summary.contains("status        OK"), "{summary}");
+    let text = filter_timings(&summary).replace(&f.dir.display().to_string(), "[DIR]");
+    snapshot("run_summary.txt", &text);
+    assert!(!f.dir.join("d/lake/_state/run.lock").exists(), "the lock is released");
+}
+
+#[test]
+fn run_exit_codes() {
+    let f = fixture();
+    let _turn = serial();
+    // A month with no data: the reports are written, the exit is 3 and the summary says why.
+    let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "run", "--month", "2026-09", "--no-collect", "--reports-dir", "r2"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(common::stdout(&out).contains("DATA INCOMPLETE: dcgm 0.00%"), "{}", common::stdout(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().last().unwrap().contains("data incomplete") && err.contains("run.min_completeness_pct"), "{err}");
+    assert!(f.dir.join("r2/2026-09/chargeback.csv").exists());
+    // Usage errors exit 2 (clap's and ours).
+    assert_eq!(gl(&f.dir, &["run", "--month", "2026-13", "--no-collect"]).status.code(), Some(2));
+    assert_eq!(gl(&f.dir, &["run", "--bogus"]).status.code(), Some(2));
+    assert_eq!(gl(&f.dir, &["query", "SELECT $x", "--param", "no-equals"]).status.code(), Some(2));
+    // A live holder of the run lock: busy, 4.
+    let lake = f.dir.join("d/lake");
+    std::fs::create_dir_all(lake.join("_state")).unwrap();
+    std::fs::write(lake.join("_state/run.lock"), format!("{}\n", std::process::id())).unwrap();
+    let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "run", "--month", "2026-10", "--no-collect", "--reports-dir", "r3"]);
+    std::fs::remove_file(lake.join("_state/run.lock")).unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another gpuledger run"));
+    // Collect enabled and Prometheus unreachable: failure, 1, naming the URL.
+    let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "run", "--month", "2026-10", "--reports-dir", "r4", "--url", "http://127.0.0.1:9"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:9"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!f.dir.join("r4").exists(), "no reports from a failed run");
+}
+
+#[test]
+fn refused_statements_leave_the_lake_unchanged() {
+    let f = fixture();
+    let _turn = serial();
+    let before = common::tree(&f.dir.join("d/lake"));
+    let target = f.dir.join("escape");
+    for (sql, kind) in [
+        ("CREATE TABLE t AS SELECT 1", "CREATE TABLE"),
+        ("CREATE VIEW v AS SELECT 1", "CREATE VIEW"),
+        (&format!("CREATE EXTERNAL TABLE x STORED AS PARQUET LOCATION '{}/'", f.dir.join("d/lake/pods").display()) as &str, "CREATE EXTERNAL TABLE"),
+        ("INSERT INTO pods SELECT * FROM pods", "INSERT"),
+        ("DELETE FROM pods", "DELETE"),
+        ("UPDATE pods SET pod = 'x'", "UPDATE"),
+        ("DROP TABLE gpu_samples", "DROP TABLE"),
+        ("DROP VIEW usage", "DROP VIEW"),
+        ("TRUNCATE TABLE pods", "TRUNCATE TABLE"),
+        (&format!("COPY pods TO '{}' STORED AS PARQUET", target.display()) as &str, "COPY"),
+        (&format!("COPY (SELECT * FROM pods) TO '{}/pods.parquet'", f.dir.join("d/lake/pods").display()) as &str, "COPY"),
+        ("SET datafusion.execution.batch_size = 1", "SET"),
+        ("RESET datafusion.execution.batch_size", "RESET"),
+        ("EXPLAIN INSERT INTO pods SELECT * FROM pods", "INSERT"),
+        ("SELECT 1; DROP TABLE pods", ""),
+    ] {
+        let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "query", sql]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sql}: {err}");
+        assert_eq!(err.lines().count(), 1, "one-line cause: {err}");
+        if kind.is_empty() {
+            assert!(err.contains("one statement at a time"), "{sql}: {err}");
+        } else {
+            assert!(err.contains(&format!("{kind} statements are refused")), "{sql}: {err}");
+        }
+    }
+    assert!(!target.exists(), "COPY wrote nothing");
+    assert!(common::tree(&f.dir.join("d/lake")) == before, "a refused statement changed the lake");
+}
+
+#[test]
+fn named_parameters_stdin_and_errors() {
+    let f = fixture();
+    let _turn = serial();
+    let q = |args: &[&str]| common::stdout(&common::run_ok(&f.dir, &[&["--config", "d/gpuledger.toml", "query"][..], args, &["--format", "csv"]].concat()));
+    let n = q(&["SELECT count(*) AS n FROM pod_runs WHERE month = $month AND namespace = $ns", "--param", "month=2026-10", "--param", "ns=team-llm"]);
+    let direct = q(&["SELECT count(*) AS n FROM pods WHERE created >= TIMESTAMP '2026-10-01T00:00:00Z' AND created < TIMESTAMP '2026-11-01T00:00:00Z' AND namespace = 'team-llm'"]);
+    assert_eq!(n, direct);
+    assert!(n.lines().nth(1).unwrap().parse::<u64>().unwrap() > 0);
+    // Parameters compare with timestamps too.
+    let t = q(&["SELECT count(*) AS n FROM gpu_samples WHERE ts >= $from AND ts < $to", "--param", "from=2026-10-02T00:00:00Z", "--param", "to=2026-10-02T01:00:00Z"]);
+    let lit = q(&["SELECT count(*) AS n FROM gpu_samples WHERE ts >= TIMESTAMP '2026-10-02T00:00:00Z' AND ts < TIMESTAMP '2026-10-02T01:00:00Z'"]);
+    assert_eq!(t, lit);
+    let rows: u64 = t.lines().nth(1).unwrap().parse().unwrap();
+    assert!(rows >= 16 * 120 && rows % 120 == 0, "every GPU (or MIG instance) at every step of the hour: {rows}");
+    // SQL on standard input (a pipe, not a terminal).
+    let mut child = common::bin()
+        .current_dir(&f.dir)
+        .args(["--config", "d/gpuledger.toml", "query", "--format", "csv"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"SELECT 6 * 7 AS answer").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(common::stdout(&out), "answer\n42\n");
+    // A parameter the SQL needs but was not given.
+    let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "query", "SELECT * FROM pods WHERE namespace = $ns"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("$ns"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn tables_documents_every_column() {
+    let f = fixture();
+    let _turn = serial();
+    let text = common::stdout(&common::run_ok(&f.dir, &["--config", "d/gpuledger.toml", "tables"]));
+    for name in ["gpu_samples  (table)", "pods  (table)", "usage  (view)", "pod_runs  (view)", "daily_usage  (view)", "gpu_prices  (config table)", "teams  (config table)"] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+    for section in text.split("\n\n").filter(|s| !s.trim().is_empty()) {
+        let mut lines = section.lines();
+        let head = lines.next().unwrap();
+        assert!(head.split(" -- ").nth(1).is_some_and(|m| !m.trim().is_empty()), "no meaning: {head}");
+        for l in lines {
+            let cols: Vec<&str> = l.split("  ").map(str::trim).filter(|s| !s.is_empty()).collect();
+            assert!(cols.len() >= 3, "{head}: column without a meaning: {l:?}");
+        }
+    }
+    snapshot("tables.txt", &text);
+}
+
+#[test]
+fn help_completions_and_man_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = common::stdout(&common::run_ok(dir.path(), &["--help"]));
+    for cmd in ["demo", "simulate", "collect", "report", "run", "query", "tables", "check", "completions", "manpage"] {
+        assert!(help.contains(&format!("  {cmd} ")), "--help lists {cmd}");
+    }
+    assert!(help.contains("Exit codes: 0 success"), "{help}");
+    snapshot("help.txt", &help);
+    snapshot("run_help.txt", &common::stdout(&common::run_ok(dir.path(), &["run", "--help"])));
+    let bash = common::stdout(&common::run_ok(dir.path(), &["completions", "bash"]));
+    assert!(bash.contains("_gpuledger()") && bash.contains("--no-collect"), "bash completion knows run's flags");
+    let zsh = common::stdout(&common::run_ok(dir.path(), &["completions", "zsh"]));
+    assert!(zsh.starts_with("#compdef gpuledger"));
+    let man = common::stdout(&common::run_ok(dir.path(), &["manpage"]));
+    assert!(man.contains(".TH gpuledger 1") && man.contains("collect"), "{}", &man[..man.len().min(300)]);
+}
+
+#[test]
+fn check_names_what_is_wrong_and_where() {
+    let f = fixture();
+    let _turn = serial();
+    let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "check"]);
+    let text = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("config") && l.contains("gpuledger.toml")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("lake") && l.contains("gpu_samples 31 days")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("queries")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("FAIL") && l.contains("prometheus") && l.contains("127.0.0.1:9090")), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("check failed: prometheus"));
+    // A broken query override is named.
+    std::fs::create_dir_all(f.dir.join("q")).unwrap();
+    std::fs::write(f.dir.join("q/chargeback.sql"), "SELECT no_such_column FROM gpu_samples").unwrap();
+    let text = common::stdout(&gl(&f.dir, &["--config", "d/gpuledger.toml", "--queries", "q", "check"]));
+    assert!(text.lines().any(|l| l.starts_with("FAIL") && l.contains("chargeback") && l.contains("no_such_column")), "{text}");
+}
