@@ -212,6 +212,38 @@ fn collect_from_a_real_prometheus() {
     assert!(d_ranged > 0, "query_range shows lingering series after pod switches");
     assert_eq!(d_raw, 0);
 
+    // 3b. `check` reaches this Prometheus and finds every metric the collector needs.
+    let out = common::bin().current_dir(dir).args(["--config", "a.toml", "check"]).output().unwrap();
+    let text = common::stdout(&out);
+    eprintln!("{text}");
+    assert!(out.status.success(), "check: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("prometheus") && l.contains("answers (version 2.")), "{text}");
+    assert!(text.lines().all(|l| !l.starts_with("FAIL")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("kube kube_pod_container_resource_requests")), "{text}");
+
+    // 3c. `run`, the cron job: a checkpoint half-way through the day and a lag that puts "now
+    // minus lag" at the day's end; run collects the rest and writes October's reports, which
+    // equal the reports on the lake collected in one go. A second run collects nothing and
+    // rewrites the same bytes.
+    let lag = (chrono::Utc::now() - chrono::DateTime::parse_from_rfc3339(TO).unwrap().with_timezone(&chrono::Utc)).num_seconds();
+    write_config(dir, "r.toml", &prom.url(), "lake-r", &format!("lag_secs = {lag}\n\n[run]\nreports_dir = \"rep\"\nmin_completeness_pct = 3.0"));
+    common::run_ok(dir, &["--config", "r.toml", "collect", "--from", FROM, "--to", "2026-10-05T12:00:00Z"]);
+    let out = common::run_ok(dir, &["--config", "r.toml", "run", "--month", "2026-10"]);
+    let summary = common::stdout(&out);
+    eprintln!("{summary}");
+    assert!(summary.contains("collect       2026-10-05T12:00:00Z to 2026-10-06T00:00:00Z"), "{summary}");
+    assert!(summary.contains("status        OK"), "{summary}");
+    let without_state = |t: Vec<(String, Vec<u8>)>| t.into_iter().filter(|(p, _)| !p.starts_with("_state")).collect::<Vec<_>>();
+    let (r, a) = (without_state(lake_tree(&dir.join("lake-r"))), without_state(lake_tree(&dir.join("lake-a"))));
+    let differing: Vec<&String> = r.iter().filter(|x| !a.contains(x)).map(|(p, _)| p).chain(a.iter().filter(|x| !r.contains(x)).map(|(p, _)| p)).collect();
+    assert!(differing.is_empty(), "run's collect built a different lake: {differing:?}");
+    let csv = common::stdout(&common::run_ok(dir, &["--config", "a.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
+    assert_eq!(std::fs::read_to_string(dir.join("rep/2026-10/chargeback.csv")).unwrap(), csv);
+    let reports = common::tree(&dir.join("rep"));
+    let again = common::stdout(&common::run_ok(dir, &["--config", "r.toml", "run", "--month", "2026-10"]));
+    assert!(again.contains("nothing new"), "{again}");
+    assert!(common::tree(&dir.join("rep")) == reports, "a second run changed the reports");
+
     // 4. A collector killed with SIGKILL mid-run, then rerun, gives the same lake.
     write_config(dir, "b.toml", &prom.url(), "lake-b", "");
     for fraction in [0.3, 0.7] {

@@ -240,11 +240,13 @@ impl<W: Write> OmWriter<'_, W> {
             let gpu_res = p.resource.name().replace(['.', '/', '-'], "_");
             let reqs = [(gpu_res.as_str(), "integer", p.gpu_request as f64), ("cpu", "core", p.cpu_request), ("memory", "byte", p.mem_request_bytes as f64)];
             for (res, unit, v) in reqs {
-                let labels = format!("{},container=\"{}\",node=\"{}\",resource=\"{res}\",unit=\"{unit}\",{ksm}", id_labels(p), ns.container, node_name(p));
+                // Requests come from the pod spec, so pending pods have them too: with an empty
+                // node label until the pod is bound, then a new series with the node.
+                let before = format!("{},container=\"{}\",node=\"\",resource=\"{res}\",unit=\"{unit}\",{ksm}", id_labels(p), ns.container);
+                let bound = format!("{},container=\"{}\",node=\"{}\",resource=\"{res}\",unit=\"{unit}\",{ksm}", id_labels(p), ns.container, node_name(p));
                 for ts in self.pod_steps(p).step_by(step as usize) {
-                    if at(p.scheduled, ts).is_some() || p.scheduled.is_none() {
-                        self.sample("kube_pod_container_resource_requests", &labels, &go_g(v), ts)?;
-                    }
+                    let l = if at(p.scheduled, ts).is_some() { &bound } else { &before };
+                    self.sample("kube_pod_container_resource_requests", l, &go_g(v), ts)?;
                 }
             }
         }
