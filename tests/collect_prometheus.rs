@@ -244,6 +244,21 @@ fn collect_from_a_real_prometheus() {
     assert!(again.contains("nothing new"), "{again}");
     assert!(common::tree(&dir.join("rep")) == reports, "a second run changed the reports");
 
+    // 3d. A day Prometheus has nothing for is recorded as gaps, and the completeness report
+    // shows it: 0% present and 1440 gap minutes for both sources, the next day whole.
+    common::run_ok(dir, &["--config", "r.toml", "collect", "--from", "2026-10-04", "--to", "2026-10-05"]);
+    let csv = common::stdout(&common::run_ok(dir, &["--config", "r.toml", "report", "completeness", "--from", "2026-10-04", "--to", "2026-10-06", "--format", "csv"]));
+    let (header, rows) = common::parse_csv(&csv);
+    assert_eq!(header, ["date", "source", "unit", "expected", "present", "present_pct", "gap_minutes"]);
+    let gpu_units = one("SELECT count(DISTINCT concat(CAST(gpu_uuid AS VARCHAR), CAST(gpu_instance_id AS VARCHAR))) FROM gpu_samples");
+    let expect = [
+        ["2026-10-04", "dcgm", "GPU rows", &(gpu_units * 2880).to_string(), "0", "0.00", "1440.00"],
+        ["2026-10-04", "kube", "steps", "2880", "0", "0.00", "1440.00"],
+        ["2026-10-05", "dcgm", "GPU rows", &(gpu_units * 2880).to_string(), &(gpu_units * 2880).to_string(), "100.00", "0.00"],
+        ["2026-10-05", "kube", "steps", "2880", "2880", "100.00", "0.00"],
+    ];
+    assert_eq!(rows, expect.map(|r| r.map(String::from).to_vec()).to_vec(), "{csv}");
+
     // 4. A collector killed with SIGKILL mid-run, then rerun, gives the same lake.
     write_config(dir, "b.toml", &prom.url(), "lake-b", "");
     for fraction in [0.3, 0.7] {
