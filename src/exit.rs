@@ -33,7 +33,12 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         if cause.is::<IncompleteData>() {
             return INCOMPLETE;
         }
-        if matches!(cause.downcast_ref::<crate::collect::state::StateError>(), Some(crate::collect::state::StateError::Locked { .. })) {
+        use crate::collect::state::StateError;
+        use crate::collect::CollectError;
+        // `#[error(transparent)]` wrappers hide their inner error from the chain: look inside.
+        if matches!(cause.downcast_ref::<StateError>(), Some(StateError::Locked { .. }))
+            || matches!(cause.downcast_ref::<CollectError>(), Some(CollectError::State(StateError::Locked { .. })))
+        {
             return BUSY;
         }
         if cause.is::<UsageError>()
