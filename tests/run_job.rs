@@ -244,3 +244,44 @@ fn check_names_what_is_wrong_and_where() {
     let text = common::stdout(&gl(&f.dir, &["--config", "d/gpuledger.toml", "--queries", "q", "check"]));
     assert!(text.lines().any(|l| l.starts_with("FAIL") && l.contains("chargeback") && l.contains("no_such_column")), "{text}");
 }
+
+#[test]
+fn interactive_prompt_on_a_terminal() {
+    // `script` (util-linux) gives the binary a pseudo-terminal; lines are typed with pauses, as
+    // a person would (a line editor drops type-ahead when it switches the terminal mode).
+    if std::process::Command::new("script").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("SKIPPED: util-linux `script` is not installed");
+        return;
+    }
+    let f = fixture();
+    let history = f.dir.join("history");
+    let cmd = format!("{} --progress never --config d/gpuledger.toml query", env!("CARGO_BIN_EXE_gpuledger"));
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(&f.dir)
+        .env("GPULEDGER_HISTORY", &history)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let typist = std::thread::spawn(move || {
+        use std::io::Write;
+        for line in ["SELECT 41 + 1", "  AS answer;", "\\d usage", "\\param ns=team-llm", "SELECT count(*) > 0 AS some FROM pod_runs WHERE namespace = $ns;", "DROP TABLE pods;", "\\q"] {
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+            stdin.flush().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(700));
+    });
+    let out = child.wait_with_output().unwrap();
+    typist.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(text.contains("| 42     |"), "multi-line statement ran: {text}");
+    assert!(text.contains("cloud_cost") && text.contains("gpu_hours x the GPU model's price"), "\\d usage describes the view: {text}");
+    assert!(text.contains("| true |"), "\\param bound $ns: {text}");
+    assert!(text.contains("DROP TABLE statements are refused"), "{text}");
+    let saved = std::fs::read_to_string(&history).unwrap();
+    assert!(saved.contains("SELECT 41 + 1") && saved.contains("DROP TABLE pods;"), "history kept: {saved}");
+}
