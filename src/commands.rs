@@ -246,10 +246,12 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     let mut chargeback_table = String::new();
     let session = ctx.session.build(&lake, &config).await?;
     for kind in ReportKind::ALL {
-        let report = report::build(kind, &session, &ctx.queries, &config, &window).await?;
-        report::write_all_formats(&report, &dir)?;
+        let sections = report::build(kind, &session, &ctx.queries, &config, &window).await?;
+        for section in &sections {
+            report::write_all_formats(section, &dir)?;
+        }
         if kind == ReportKind::Chargeback {
-            chargeback_table = String::from_utf8(report.render(Format::Table)?).expect("utf-8");
+            chargeback_table = String::from_utf8(sections[0].render(Format::Table)?).expect("utf-8");
         }
     }
     let mut stdout = std::io::stdout().lock();
@@ -316,8 +318,17 @@ async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
 async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
-    let report = report::build(args.kind, &session, &ctx.queries, &ctx.config, &window).await?;
-    emit(&report.render(args.format)?, args.format, args.output.as_deref())
+    let sections = report::build(args.kind, &session, &ctx.queries, &ctx.config, &window).await?;
+    match &args.output {
+        // Several sections to a path: the path is a folder of <section>.<ext> files.
+        Some(dir) if sections.len() > 1 => {
+            for s in &sections {
+                report::write_atomic(&dir.join(format!("{}.{}", s.name, args.format.extension())), &s.render(args.format)?)?;
+            }
+            Ok(())
+        }
+        _ => emit(&report::render_sections(&sections, args.format)?, args.format, args.output.as_deref()),
+    }
 }
 
 async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {

@@ -90,7 +90,9 @@ impl RunOutcome {
             .collect();
         let _ = writeln!(s, "  completeness  {}; threshold {}%", parts.join(", "), self.threshold_pct);
         let _ = writeln!(s, "  chargeback    {}", self.chargeback_line);
-        let _ = writeln!(s, "  reports       {} ({} files: {})", self.dir.display(), self.files.len(), self.files.join(" "));
+        let mut stems: Vec<&str> = self.files.iter().filter_map(|f| f.rsplit_once('.').map(|(stem, _)| stem)).collect();
+        stems.dedup();
+        let _ = writeln!(s, "  reports       {} ({} files: {}; each as txt csv json md parquet)", self.dir.display(), self.files.len(), stems.join(" "));
         let incomplete = self.incomplete_sources();
         let _ = writeln!(s, "  status        {}", if incomplete.is_empty() { "OK".to_string() } else { format!("DATA INCOMPLETE: {}", incomplete.join(", ")) });
         let _ = writeln!(s, "  took          {:.1}s", self.secs);
@@ -149,10 +151,12 @@ pub async fn run(
     let mut chargeback = String::new();
     for kind in ReportKind::ALL {
         let t = Instant::now();
-        let r = report::build(kind, &ctx, queries, config, &plan.window).await.with_context(|| format!("report {}", kind.name()))?;
-        files.extend(report::write_all_formats(&r, &dir)?);
+        let sections = report::build(kind, &ctx, queries, config, &plan.window).await.with_context(|| format!("report {}", kind.name()))?;
+        for r in &sections {
+            files.extend(report::write_all_formats(r, &dir)?);
+        }
         if kind == ReportKind::Chargeback {
-            chargeback = chargeback_line(&r, config);
+            chargeback = chargeback_line(&sections[0], config);
         }
         tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
     }

@@ -9,6 +9,12 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
     ("completeness", include_str!("../queries/completeness.sql")),
     ("gaps", include_str!("../queries/gaps.sql")),
+    ("events", include_str!("../queries/events.sql")),
+    ("heatmap", include_str!("../queries/heatmap.sql")),
+    ("inventory", include_str!("../queries/inventory.sql")),
+    ("queue_waits", include_str!("../queries/queue_waits.sql")),
+    ("queue_pending", include_str!("../queries/queue_pending.sql")),
+    ("kueue", include_str!("../queries/kueue.sql")),
 ];
 
 /// (name, SELECT) of the views every session has, in dependency order. Each file's header

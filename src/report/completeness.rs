@@ -9,16 +9,16 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Int64Type, TimestampMillisecondType};
+use arrow::array::RecordBatch;
 use chrono::{Duration, NaiveDate, NaiveTime};
 use datafusion::prelude::SessionContext;
 use serde_json::{Map, Value};
 
+use super::columns;
 use super::money::round_ratio;
 use super::render::{Cell, Report};
 use super::{ReportError, Result};
-use crate::engine::{run_query, str_param, ts_param};
+use crate::engine::run_query;
 use crate::queries::Queries;
 use crate::timewin::Window;
 
@@ -46,24 +46,15 @@ fn shape(detail: impl Into<String>) -> ReportError {
 }
 
 fn col_i64(b: &RecordBatch, name: &str) -> Result<Vec<i64>> {
-    let c = b.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
-    let c = arrow::compute::cast(c, &DataType::Int64).map_err(|e| shape(e.to_string()))?;
-    let a = c.as_primitive::<Int64Type>();
-    Ok((0..a.len()).map(|i| if a.is_null(i) { 0 } else { a.value(i) }).collect())
+    Ok(columns::ints("completeness", b, name)?.into_iter().map(|v| v.unwrap_or(0)).collect())
 }
 
 fn col_str(b: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
-    let c = b.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
-    let c = arrow::compute::cast(c, &DataType::Utf8).map_err(|e| shape(e.to_string()))?;
-    let a = c.as_string::<i32>();
-    Ok((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i).to_string())).collect())
+    columns::strs("completeness", b, name)
 }
 
 fn col_ts(b: &RecordBatch, name: &str) -> Result<Vec<i64>> {
-    let c = b.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
-    let c = arrow::compute::cast(c, &DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, Some("UTC".into()))).map_err(|e| shape(e.to_string()))?;
-    let a = c.as_primitive::<TimestampMillisecondType>();
-    Ok((0..a.len()).map(|i| a.value(i)).collect())
+    Ok(columns::millis("completeness", b, name)?.into_iter().map(|v| v.unwrap_or(0)).collect())
 }
 
 /// Total length of the union of `[s, e)` intervals.
@@ -88,7 +79,7 @@ fn union_ms(mut intervals: Vec<(i64, i64)>) -> i64 {
 pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, step_s: u32) -> Result<Completeness> {
     let (first, last) = window.date_bounds();
     let (ws, we) = (window.start.timestamp_millis(), window.end.timestamp_millis());
-    let params = vec![ts_param(ws), ts_param(we), str_param(first.format("%Y-%m-%d").to_string()), str_param(last.format("%Y-%m-%d").to_string())];
+    let params = columns::window_params(window);
     let sql = queries.get("completeness")?;
     let per_day = run_query(ctx, "completeness", &sql, params.clone()).await?;
     // date -> (steps, rows, units, step_s)

@@ -2,7 +2,12 @@
 //! which `render` writes as a table, CSV, JSON, Markdown or Parquet.
 
 pub mod chargeback;
+pub mod columns;
 pub mod completeness;
+pub mod events;
+pub mod heatmap;
+pub mod inventory;
+pub mod queue;
 pub mod money;
 pub mod render;
 
@@ -32,22 +37,47 @@ pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReportKind {
     Chargeback,
+    Queue,
+    Heatmap,
+    Events,
+    Inventory,
     Completeness,
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 2] = [ReportKind::Chargeback, ReportKind::Completeness];
+    pub const ALL: [ReportKind; 6] = [ReportKind::Chargeback, ReportKind::Queue, ReportKind::Heatmap, ReportKind::Events, ReportKind::Inventory, ReportKind::Completeness];
 
     pub fn name(self) -> &'static str {
         match self {
             ReportKind::Chargeback => "chargeback",
+            ReportKind::Queue => "queue",
+            ReportKind::Heatmap => "heatmap",
+            ReportKind::Events => "events",
+            ReportKind::Inventory => "inventory",
             ReportKind::Completeness => "completeness",
         }
     }
 }
 
-/// Runs report `kind` over `window` in `session`.
+/// Runs report `kind` over `window` in `session`: one or more sections (tables), the first
+/// named after the kind.
 pub async fn build(
+    kind: ReportKind,
+    session: &datafusion::prelude::SessionContext,
+    queries: &crate::queries::Queries,
+    config: &crate::config::Config,
+    window: &crate::timewin::Window,
+) -> Result<Vec<Report>> {
+    Ok(match kind {
+        ReportKind::Queue => queue::build(session, queries, window).await?,
+        ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
+        ReportKind::Events => vec![events::build(session, queries, window).await?],
+        ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],
+        single => vec![build_single(single, session, queries, config, window).await?],
+    })
+}
+
+async fn build_single(
     kind: ReportKind,
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
@@ -72,7 +102,36 @@ pub async fn build(
             let c = completeness::compute(session, queries, window, config.prometheus.step_secs).await?;
             Ok(c.to_report())
         }
+        other => unreachable!("{} has sections", other.name()),
     }
+}
+
+/// Several sections in one stream: tables and Markdown one after another, CSV separated by a
+/// blank line, JSON as an array. Parquet holds one table: several need a folder.
+pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
+    if reports.len() == 1 {
+        return reports[0].render(format);
+    }
+    let parts: Vec<Vec<u8>> = reports.iter().map(|r| r.render(format)).collect::<Result<_>>()?;
+    Ok(match format {
+        Format::Json => {
+            let mut out = b"[\n".to_vec();
+            for (i, p) in parts.iter().enumerate() {
+                out.extend_from_slice(p.trim_ascii_end());
+                out.extend_from_slice(if i + 1 < parts.len() { b",\n" } else { b"\n" });
+            }
+            out.extend_from_slice(b"]\n");
+            out
+        }
+        Format::Parquet => {
+            return Err(ReportError::Render {
+                report: reports[0].name.clone(),
+                format: "parquet",
+                detail: format!("{} sections: give -o a folder, each is written as <section>.parquet", reports.len()),
+            })
+        }
+        _ => parts.join(&b"\n"[..]),
+    })
 }
 
 /// Writes `report` into `dir` in every format (`<name>.txt`, `.csv`, `.json`, `.md`,

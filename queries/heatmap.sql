@@ -1,0 +1,14 @@
+-- GPU time by weekday and hour of day (UTC) over [$1, $2): all, allocated to a pod, and
+-- utilisation-weighted, as integer GPU-microseconds. dow: 0 = Sunday.
+--   $1, $2  window start and end (TIMESTAMP, UTC); $3, $4 first and last `date` partition
+SELECT
+  CAST(date_part('dow', s.ts) AS BIGINT)                                                         AS dow,
+  CAST(date_part('hour', s.ts) AS BIGINT)                                                        AS hour,
+  SUM(CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT))                                       AS gpu_us,
+  SUM(CASE WHEN s.namespace IS NOT NULL THEN CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT) ELSE 0 END) AS allocated_gpu_us,
+  SUM(CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT))             AS util_gpu_us
+FROM gpu_samples s
+WHERE s.date >= $3 AND s.date <= $4
+  AND s.ts >= $1 AND s.ts < $2
+GROUP BY 1, 2
+ORDER BY 1, 2

@@ -1,0 +1,16 @@
+-- The pool seen in [$1, $2): one row per GPU (or MIG instance), from the daily inventory.
+--   $3, $4  first and last `date` partition of the window
+SELECT
+  CAST(n.node AS VARCHAR)                  AS node,
+  CAST(n.gpu_model AS VARCHAR)             AS gpu_model,
+  CAST(n.gpu_uuid AS VARCHAR)              AS gpu_uuid,
+  CAST(n.mig_profile AS VARCHAR)           AS mig_profile,
+  CAST(n.gpu_instance_id AS BIGINT)        AS gpu_instance_id,
+  CAST(MAX(n.mem_total_mib) AS BIGINT)     AS mem_total_mib,
+  MIN(n.first_seen)                        AS first_seen,
+  MAX(n.last_seen)                         AS last_seen
+FROM nodes n
+WHERE n.date >= $3 AND n.date <= $4
+  AND n.last_seen >= $1 AND n.first_seen < $2
+GROUP BY 1, 2, 3, 4, 5
+ORDER BY 1, 2, 3, 4, 5

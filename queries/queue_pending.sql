@@ -1,0 +1,15 @@
+-- Pending pods and pending GPU demand per hour of [$1, $2), by namespace and priority class,
+-- as integer pod-microseconds and GPU-microseconds (divided by 3.6e9 they are the hour's
+-- average number of pending pods and of GPUs asked for).
+--   $3, $4  first and last `date` partition
+SELECT
+  date_trunc('hour', q.ts)                                                      AS hour,
+  CAST(q.namespace AS VARCHAR)                                                  AS namespace,
+  COALESCE(CAST(q.priority_class AS VARCHAR), '')                               AS priority_class,
+  SUM(CAST(q.step_s AS BIGINT) * 1000000)                                       AS pod_us,
+  SUM(CAST(q.gpu_request AS BIGINT) * CAST(q.step_s AS BIGINT) * 1000000)       AS gpu_us
+FROM pending_samples q
+WHERE q.date >= $3 AND q.date <= $4
+  AND q.ts >= $1 AND q.ts < $2
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3

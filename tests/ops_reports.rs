@@ -1,0 +1,147 @@
+//! The operations reports of a demo month against the simulator: queue waits (exact, the
+//! same nearest-rank percentiles as the ledger), events, the heatmap's GPU time, and the
+//! inventory against the simulated cluster itself.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+struct Fixture {
+    tmp: tempfile::TempDir,
+    reports: PathBuf,
+    ledger: Value,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        common::run_ok(tmp.path(), &["demo", "--out", "d", "--month", "2026-10", "--seed", "42"]);
+        let ledger = serde_json::from_str(&std::fs::read_to_string(tmp.path().join("d/ledger.json")).unwrap()).unwrap();
+        Fixture { reports: tmp.path().join("d/reports/2026-10"), tmp, ledger }
+    })
+}
+
+fn report(name: &str) -> Value {
+    let f = fixture();
+    for ext in ["txt", "csv", "json", "md", "parquet"] {
+        assert!(f.reports.join(format!("{name}.{ext}")).is_file(), "{name}.{ext} written");
+    }
+    serde_json::from_str(&std::fs::read_to_string(f.reports.join(format!("{name}.json"))).unwrap()).unwrap()
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn namespaces() -> Vec<String> {
+    fixture().ledger["namespaces"].as_object().unwrap().keys().filter(|k| *k != "__unallocated__").cloned().collect()
+}
+
+#[test]
+fn queue_waits_equal_the_ledger() {
+    let q = report("queue");
+    let rows = q["rows"].as_array().unwrap();
+    for ns in namespaces() {
+        let truth = &fixture().ledger["namespaces"][&ns];
+        let row = rows.iter().find(|r| r["namespace"] == ns.as_str()).unwrap_or_else(|| panic!("no queue row for {ns}"));
+        assert_eq!(row["scheduled"].as_u64(), truth["pods_started"].as_u64(), "{ns} pods scheduled");
+        for (col, key) in [("p50_wait_min", "wait_p50_s"), ("p95_wait_min", "wait_p95_s"), ("max_wait_min", "wait_max_s")] {
+            let (got, want) = (num(&row[col]) * 60.0, num(&truth[key]));
+            assert!((got - want).abs() <= 0.3 + 1e-9, "{ns} {col}: {got} s vs ledger {want} s");
+        }
+    }
+    let longest = report("queue_longest");
+    let max_truth = namespaces().iter().map(|ns| num(&fixture().ledger["namespaces"][ns]["wait_max_s"])).fold(0.0, f64::max);
+    assert!((num(&longest["rows"][0]["wait_min"]) * 60.0 - max_truth).abs() <= 0.3, "the longest waiter is the ledger's longest wait");
+    // Pending demand: the hour-of-day table averages the hourly one over the month's days.
+    let hourly: f64 = report("queue_hourly")["rows"].as_array().unwrap().iter().map(|r| num(&r["avg_pending_gpus"])).sum();
+    let by_hour: f64 = report("queue_hour_of_day")["rows"].as_array().unwrap().iter().map(|r| num(&r["avg_pending_gpus"])).sum();
+    assert!(hourly > 0.0 && (hourly / 31.0 - by_hour).abs() <= by_hour * 0.01 + 0.5, "hourly {hourly} / 31 vs by hour of day {by_hour}");
+}
+
+#[test]
+fn events_match_the_ledger_up_to_the_month_boundaries() {
+    let e = report("events");
+    let rows = e["rows"].as_array().unwrap();
+    let mut preempted = 0;
+    for ns in namespaces() {
+        let truth = &fixture().ledger["namespaces"][&ns];
+        let row = rows.iter().find(|r| r["namespace"] == ns.as_str()).unwrap_or_else(|| panic!("no events row for {ns}"));
+        // The report counts pods that finished in the month, the ledger pods created in it:
+        // they differ only by pods that straddle the month's start or end.
+        for (col, key) in [("oom_killed", "oom_killed"), ("crashed", "crashed"), ("preempted", "preempted")] {
+            let (got, want) = (num(&row[col]), num(&truth[key]));
+            assert!((got - want).abs() <= want * 0.15 + 10.0, "{ns} {col}: {got} vs ledger {want}");
+        }
+        preempted += row["preempted"].as_i64().unwrap();
+    }
+    assert!(preempted > 0, "the demo month has preemptions");
+    assert_eq!(e["total"]["oom_killed"].as_i64().unwrap(), rows.iter().map(|r| r["oom_killed"].as_i64().unwrap()).sum::<i64>());
+}
+
+#[test]
+fn heatmap_covers_the_pool_and_shows_the_rhythm() {
+    let h = report("heatmap");
+    let rows = h["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 7 * 24);
+    let gpus = num(&fixture().ledger["gpus"]);
+    assert_eq!(num(&h["total"]["gpu_hours"]), gpus * 31.0 * 24.0, "every GPU-hour of the month in one cell");
+    let allocated: f64 = namespaces().iter().map(|ns| num(&fixture().ledger["namespaces"][ns]["gpu_hours"])).sum();
+    let got = num(&h["total"]["allocated_gpu_hours"]);
+    assert!((got - allocated).abs() <= allocated * 0.005, "allocated {got} vs ledger {allocated}");
+    let cell = |day: &str, hour: i64| rows.iter().find(|r| r["weekday"] == day && r["hour"] == hour).map(|r| num(&r["allocation_pct"])).unwrap();
+    let (work, night): (f64, f64) = (["Tue", "Wed", "Thu"].iter().map(|d| cell(d, 14)).sum(), ["Sat", "Sun"].iter().map(|d| cell(d, 3)).sum::<f64>() * 1.5);
+    assert!(work > night, "weekday afternoons ({work}) busier than weekend nights ({night})");
+    for r in rows {
+        let u = num(&r["util_pct"]);
+        assert!((0.0..=100.0).contains(&u), "utilisation is a percentage: {r}");
+    }
+}
+
+#[test]
+fn inventory_is_the_simulated_cluster() {
+    let inv = report("inventory");
+    let cluster = gpuledger::simulate::cluster::Cluster::build(64, 42);
+    assert_eq!(inv["total"]["gpus"].as_u64().unwrap() as usize, cluster.gpus.len());
+    let rows = inv["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), cluster.nodes.len(), "one row per node (each node has one model)");
+    for node in &cluster.nodes {
+        let row = rows.iter().find(|r| r["node"] == node.name.as_str()).unwrap_or_else(|| panic!("{} missing", node.name));
+        assert_eq!(row["gpu_model"], node.model.name);
+        let mig = row["mig_gpus"].as_u64().unwrap();
+        assert_eq!(mig > 0, node.mig, "{}: MIG", node.name);
+        if node.mig {
+            let mut profiles: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+            for u in node.units.iter().map(|&u| &cluster.units[u]) {
+                *profiles.entry(u.mig_profile.unwrap()).or_default() += 1;
+            }
+            let want = profiles.iter().map(|(p, n)| format!("{n} x {p}")).collect::<Vec<_>>().join(" + ");
+            assert_eq!(row["mig_layout"], want.as_str());
+        }
+    }
+}
+
+#[test]
+fn sections_on_stdout_and_in_a_folder() {
+    let dir = fixture().tmp.path();
+    let args = |fmt: &str| ["--config", "d/gpuledger.toml", "report", "queue", "--month", "2026-10", "--format", fmt].map(String::from).to_vec();
+    let run = |a: Vec<String>| common::bin().current_dir(dir).args(a).output().unwrap();
+    let json: Value = serde_json::from_slice(&run(args("json")).stdout).unwrap();
+    let names: Vec<&str> = json.as_array().unwrap().iter().map(|s| s["report"].as_str().unwrap()).collect();
+    assert_eq!(names, ["queue", "queue_longest", "queue_hourly", "queue_hour_of_day"]);
+    let csv = String::from_utf8(run(args("csv")).stdout).unwrap();
+    assert_eq!(csv.split("\n\n").count(), 4, "four CSV tables separated by blank lines");
+    assert_eq!(csv, names.iter().map(|n| std::fs::read_to_string(fixture().reports.join(format!("{n}.csv"))).unwrap()).collect::<Vec<_>>().join("\n"));
+    let out = run(args("parquet"));
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("give -o a folder"));
+    let mut a = args("parquet");
+    a.extend(["-o".into(), "qdir".into()]);
+    assert!(run(a).status.success());
+    for n in names {
+        assert_eq!(std::fs::read(dir.join(format!("qdir/{n}.parquet"))).unwrap(), std::fs::read(fixture().reports.join(format!("{n}.parquet"))).unwrap());
+    }
+}
