@@ -39,6 +39,7 @@ pub struct Config {
     pub engine: EngineConfig,
     pub queries: QueriesConfig,
     pub run: RunConfig,
+    pub idle: IdleConfig,
     /// namespace -> team (cost centre)
     pub teams: BTreeMap<String, String>,
 }
@@ -54,6 +55,24 @@ pub struct RunConfig {
     /// Exit 3 ("data incomplete") when a source has less than this share of its expected
     /// samples for the month; 0 turns the check off.
     pub min_completeness_pct: f64,
+}
+
+/// The idle report's thresholds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdleConfig {
+    /// A held GPU under this utilisation (percent) is idle ...
+    pub util_threshold_pct: f64,
+    /// ... when it stays under it for at least this long.
+    pub min_minutes: u32,
+    /// Framebuffer (MiB) held with no pod and 0 % utilisation that counts as zombie memory.
+    pub zombie_mem_mib: f64,
+}
+
+impl Default for IdleConfig {
+    fn default() -> Self {
+        IdleConfig { util_threshold_pct: 5.0, min_minutes: 30, zombie_mem_mib: 1024.0 }
+    }
 }
 
 impl Default for RunConfig {
@@ -289,6 +308,7 @@ impl Default for Config {
             engine: EngineConfig::default(),
             queries: QueriesConfig::default(),
             run: RunConfig::default(),
+            idle: IdleConfig::default(),
             teams: BTreeMap::new(),
         }
     }
@@ -395,6 +415,12 @@ impl Config {
         }
         if !(self.run.min_completeness_pct.is_finite() && (0.0..=100.0).contains(&self.run.min_completeness_pct)) {
             return Err(invalid("run.min_completeness_pct", format!("must be between 0 and 100, got {}", self.run.min_completeness_pct)));
+        }
+        if !(self.idle.util_threshold_pct.is_finite() && self.idle.util_threshold_pct > 0.0 && self.idle.util_threshold_pct <= 100.0) {
+            return Err(invalid("idle.util_threshold_pct", format!("must be above 0 and at most 100, got {}", self.idle.util_threshold_pct)));
+        }
+        if !(self.idle.zombie_mem_mib.is_finite() && self.idle.zombie_mem_mib >= 0.0) {
+            return Err(invalid("idle.zombie_mem_mib", format!("must be a number >= 0, got {}", self.idle.zombie_mem_mib)));
         }
         crate::engine::parse_memory_limit(&self.engine.memory_limit)
             .map_err(|m| invalid("engine.memory_limit", m))?;

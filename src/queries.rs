@@ -15,6 +15,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("queue_waits", include_str!("../queries/queue_waits.sql")),
     ("queue_pending", include_str!("../queries/queue_pending.sql")),
     ("kueue", include_str!("../queries/kueue.sql")),
+    ("idle_pods", include_str!("../queries/idle_pods.sql")),
+    ("idle_unallocated", include_str!("../queries/idle_unallocated.sql")),
+    ("idle_zombie", include_str!("../queries/idle_zombie.sql")),
 ];
 
 /// (name, SELECT) of the views every session has, in dependency order. Each file's header

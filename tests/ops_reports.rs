@@ -145,3 +145,119 @@ fn sections_on_stdout_and_in_a_folder() {
         assert_eq!(std::fs::read(dir.join(format!("qdir/{n}.parquet"))).unwrap(), std::fs::read(fixture().reports.join(format!("{n}.parquet"))).unwrap());
     }
 }
+
+/// The demo's simulation, in process: its schedule is the ground truth for idle behaviours.
+fn simulation() -> &'static gpuledger::simulate::Simulation {
+    static S: OnceLock<gpuledger::simulate::Simulation> = OnceLock::new();
+    S.get_or_init(|| {
+        gpuledger::simulate::Simulation::run(gpuledger::simulate::SimParams {
+            gpus: 64,
+            days: 31,
+            seed: 42,
+            step_s: 30,
+            start: chrono::NaiveDate::from_ymd_opt(2026, 10, 1).unwrap(),
+            warmup_days: 3,
+            target_util: 0.75,
+        })
+        .unwrap()
+    })
+}
+
+/// Sampled GPU-hours per (namespace, pod name) of the pods with `behavior`, on the 30 s grid
+/// of October (a row stands for [ts, ts + 30 s) and belongs to the pod holding it at ts),
+/// counting only unbroken holdings of a unit of at least `min_steps` steps.
+fn held_hours(behavior: gpuledger::simulate::workload::Behavior, min_steps: usize) -> std::collections::BTreeMap<(String, String), f64> {
+    let sim = simulation();
+    let (ws, we) = sim.params.window_ms();
+    let signals = sim.signals();
+    let mut out = std::collections::BTreeMap::new();
+    for (u, unit) in sim.cluster.units.iter().enumerate() {
+        let mut run: Option<(usize, usize)> = None; // (pod, steps)
+        let mut close = |run: Option<(usize, usize)>, out: &mut std::collections::BTreeMap<(String, String), f64>| {
+            if let Some((id, n)) = run {
+                let p = &sim.schedule.pods[id];
+                if p.behavior == behavior && n >= min_steps {
+                    *out.entry((sim.namespaces[p.ns].name.to_string(), p.name.clone())).or_insert(0.0) += unit.share * n as f64 * 30.0 / 3600.0;
+                }
+            }
+        };
+        let mut ts = ws;
+        while ts < we {
+            let holder = signals.holder_at(u, ts);
+            match (run, holder) {
+                (Some((id, n)), Some(h)) if id == h => run = Some((id, n + 1)),
+                (_, h) => {
+                    close(run, &mut out);
+                    run = h.map(|h| (h, 1));
+                }
+            }
+            ts += 30_000;
+        }
+        close(run, &mut out);
+    }
+    out
+}
+
+#[test]
+fn idle_report_finds_the_planted_idle_pods_zombies_and_starved_jobs() {
+    use gpuledger::simulate::workload::Behavior;
+    let idle = report("idle");
+    let rows = idle["rows"].as_array().unwrap();
+    let truth = held_hours(Behavior::Idle, 60);
+    // An idle pod's utilisation stays under 3%: every unbroken holding of 30 minutes or more
+    // is an idle run.
+    let mut checked = 0;
+    for ((ns, pod), hours) in &truth {
+        if *hours < 1.0 {
+            continue;
+        }
+        // A pod name reused after a preemption may have run on another GPU model: one row each.
+        let mine: Vec<_> = rows.iter().filter(|r| r["namespace"] == ns.as_str() && r["pod"] == pod.as_str()).collect();
+        assert!(!mine.is_empty(), "idle pod {ns}/{pod} ({hours} h) not reported");
+        let got: f64 = mine.iter().map(|r| num(&r["idle_gpu_hours"])).sum();
+        assert!((got - hours).abs() <= 0.5e-4 * mine.len() as f64 + 1e-9, "{ns}/{pod}: idle {got} h vs simulated {hours} h (rows rounded to 4 places)");
+        checked += 1;
+    }
+    assert!(checked >= 10, "the month has idle pods to check: {checked}");
+    // The top offenders are the planted ones.
+    for r in rows.iter().take(10) {
+        assert!(truth.contains_key(&(r["namespace"].as_str().unwrap().to_string(), r["pod"].as_str().unwrap().to_string())), "top offender {r} is not an idle pod");
+    }
+
+    // Zombie memory: crashed pods' framebuffer left on a GPU no pod holds.
+    let sim = simulation();
+    let (ws, we) = sim.params.window_ms();
+    let signals = sim.signals();
+    let mut zombie_truth = 0.0;
+    for (u, unit) in sim.cluster.units.iter().enumerate() {
+        let mut ts = ws;
+        while ts < we {
+            if signals.holder_at(u, ts).is_none() && signals.zombie_at(u, ts).is_some_and(|mib| mib as f64 > 1024.0) {
+                zombie_truth += unit.share * 30.0 / 3600.0;
+            }
+            ts += 30_000;
+        }
+    }
+    let zombie: f64 = report("idle_zombie")["rows"].as_array().unwrap().iter().map(|r| num(&r["zombie_gpu_hours"])).sum();
+    eprintln!("zombie GPU-hours: report {zombie:.4}, simulated {zombie_truth:.4}");
+    assert!(zombie_truth > 0.0, "the simulator plants zombies");
+    assert!((zombie - zombie_truth).abs() <= zombie_truth * 0.005 + 0.01, "zombie GPU-hours {zombie} vs simulated {zombie_truth}");
+
+    // Data-starved jobs: found, and nothing else.
+    let starved_truth = held_hours(Behavior::DataStarved, 0);
+    let starved = report("idle_starved");
+    let found: std::collections::BTreeSet<(String, String)> =
+        starved["rows"].as_array().unwrap().iter().map(|r| (r["namespace"].as_str().unwrap().to_string(), r["pod"].as_str().unwrap().to_string())).collect();
+    let expected: Vec<_> = starved_truth.iter().filter(|(_, h)| **h >= 1.0).map(|(k, _)| k.clone()).collect();
+    let hit = expected.iter().filter(|k| found.contains(*k)).count();
+    assert!(!expected.is_empty() && hit * 100 >= expected.len() * 95, "recall: {hit} of {} starved pods found", expected.len());
+    let right = found.iter().filter(|k| starved_truth.contains_key(*k)).count();
+    eprintln!("idle pods checked exactly: {checked}; data-starved: {hit} of {} found, {right} of {} reported are starved", expected.len(), found.len());
+    assert!(right * 100 >= found.len() * 95, "precision: {right} of {} reported pods are starved", found.len());
+
+    // Unallocated GPU time per node adds up to the ledger's __unallocated__ row.
+    let un = report("idle_unallocated");
+    let want = num(&fixture().ledger["namespaces"]["__unallocated__"]["gpu_hours"]);
+    let got = num(&un["total"]["unallocated_gpu_hours"]);
+    assert!((got - want).abs() <= want * 0.005, "unallocated {got} vs ledger {want}");
+}

@@ -52,3 +52,20 @@ pub fn millis(report: &'static str, b: &RecordBatch, name: &str) -> Result<Vec<O
 pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_else(|| ms.to_string())
 }
+
+/// An exact DECIMAL column as (units, scale); NULL -> 0.
+pub fn decimals(report: &'static str, b: &RecordBatch, name: &str) -> Result<Vec<(i128, u32)>> {
+    let c = column(report, b, name)?;
+    match c.data_type() {
+        DataType::Decimal128(_, s) if *s >= 0 => {
+            let a = c.as_primitive::<arrow::datatypes::Decimal128Type>();
+            Ok((0..a.len()).map(|i| (if a.is_null(i) { 0 } else { a.value(i) }, *s as u32)).collect())
+        }
+        other => Err(ReportError::Shape { report, detail: format!("{name} is {other}, expected DECIMAL") }),
+    }
+}
+
+/// `(units, scale)` of GPU-microseconds x price per hour, as money rounded to cents.
+pub fn money_from_us(v: (i128, u32)) -> i128 {
+    super::money::round_ratio(v.0, 3_600_000_000 * 10i128.pow(v.1), 2)
+}

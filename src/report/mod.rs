@@ -6,6 +6,7 @@ pub mod columns;
 pub mod completeness;
 pub mod events;
 pub mod heatmap;
+pub mod idle;
 pub mod inventory;
 pub mod queue;
 pub mod money;
@@ -37,6 +38,7 @@ pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReportKind {
     Chargeback,
+    Idle,
     Queue,
     Heatmap,
     Events,
@@ -45,11 +47,12 @@ pub enum ReportKind {
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 6] = [ReportKind::Chargeback, ReportKind::Queue, ReportKind::Heatmap, ReportKind::Events, ReportKind::Inventory, ReportKind::Completeness];
+    pub const ALL: [ReportKind; 7] = [ReportKind::Chargeback, ReportKind::Idle, ReportKind::Queue, ReportKind::Heatmap, ReportKind::Events, ReportKind::Inventory, ReportKind::Completeness];
 
     pub fn name(self) -> &'static str {
         match self {
             ReportKind::Chargeback => "chargeback",
+            ReportKind::Idle => "idle",
             ReportKind::Queue => "queue",
             ReportKind::Heatmap => "heatmap",
             ReportKind::Events => "events",
@@ -69,6 +72,7 @@ pub async fn build(
     window: &crate::timewin::Window,
 ) -> Result<Vec<Report>> {
     Ok(match kind {
+        ReportKind::Idle => idle::build(session, queries, config, window).await?,
         ReportKind::Queue => queue::build(session, queries, window).await?,
         ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
         ReportKind::Events => vec![events::build(session, queries, window).await?],

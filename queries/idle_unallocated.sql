@@ -1,0 +1,16 @@
+-- GPU time no pod held over [$1, $2), per node and GPU model, and its list price.
+--   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
+SELECT
+  CAST(g.node AS VARCHAR)                                                 AS node,
+  CAST(g.gpu_model AS VARCHAR)                                            AS gpu_model,
+  COUNT(DISTINCT concat(CAST(g.gpu_uuid AS VARCHAR), '/', COALESCE(CAST(g.gpu_instance_id AS VARCHAR), '-'))) AS units,
+  SUM(CAST(ROUND(g.share * g.step_s * 1000000) AS BIGINT))                AS gpu_us,
+  SUM(CAST(CAST(ROUND(g.share * g.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * COALESCE(p.price_per_hour, CAST(0 AS DECIMAL(18, 6)))) AS cost_us
+FROM gpu_samples g
+LEFT JOIN gpu_prices p
+  ON p.model = CAST(g.gpu_model AS VARCHAR) AND g.ts >= p.effective_from AND g.ts < p.effective_to
+WHERE g.date >= $3 AND g.date <= $4
+  AND g.ts >= $1 AND g.ts < $2
+  AND g.namespace IS NULL
+GROUP BY 1, 2
+ORDER BY gpu_us DESC, node, gpu_model

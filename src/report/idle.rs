@@ -1,0 +1,214 @@
+//! Idle resources: where GPU money buys nothing. Sections, top offenders first:
+//! - `idle`: allocated-but-idle GPU-hours per pod (utilisation under `idle.util_threshold_pct`
+//!   for at least `idle.min_minutes` at a stretch) and what they cost;
+//! - `idle_namespaces`: the same per namespace;
+//! - `idle_unallocated`: GPU-hours no pod held, per node and model, at list price;
+//! - `idle_zombie`: framebuffer held with no pod and 0 % utilisation (a process outliving its
+//!   pod), per GPU;
+//! - `idle_starved`: data-starved jobs, whose utilisation keeps dropping to idle and back:
+//!   10-60 % of their steps idle, in at least 3 separate drops.
+
+use std::collections::BTreeMap;
+
+use datafusion::common::ScalarValue;
+use datafusion::prelude::SessionContext;
+use serde_json::Map;
+
+use super::columns::{decimals, ints, millis, money_from_us, rfc3339, strs, window_params};
+use super::money::round_ratio;
+use super::render::{Cell, Report};
+use super::Result;
+use crate::config::Config;
+use crate::engine::run_query;
+use crate::queries::Queries;
+use crate::timewin::Window;
+
+const US_PER_HOUR: i128 = 3_600_000_000;
+/// A data-starved job: this share of its steps idle (percent) ...
+pub const STARVED_IDLE_PCT: (i128, i128) = (10, 60);
+/// ... in at least this many separate drops, over at least this many steps.
+pub const STARVED_MIN_DROPS: i64 = 3;
+pub const STARVED_MIN_STEPS: i64 = 20;
+
+fn hours(us: i64) -> Cell {
+    Cell::Dec { units: round_ratio(us as i128, US_PER_HOUR, 4), decimals: 4 }
+}
+
+fn money(units: i128) -> Cell {
+    Cell::Dec { units, decimals: 2 }
+}
+
+fn pct(num: i64, den: i64) -> Cell {
+    if den > 0 {
+        Cell::Dec { units: round_ratio(num as i128 * 100, den as i128, 2), decimals: 2 }
+    } else {
+        Cell::Null
+    }
+}
+
+struct PodIdle {
+    ns: String,
+    pod: String,
+    model: String,
+    held: i64,
+    steps: i64,
+    idle_steps: i64,
+    drops: i64,
+    idle: i64,
+    runs: i64,
+    cost: i128,
+}
+
+pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<Vec<Report>> {
+    let mut params = window_params(window);
+    params.push(ScalarValue::Float64(Some(config.idle.util_threshold_pct)));
+    params.push(ScalarValue::Int64(Some(config.idle.min_minutes as i64 * 60)));
+    params.push(ScalarValue::Float64(Some(config.idle.zombie_mem_mib)));
+    let label = window.label();
+    let currency = &config.pricing.currency;
+
+    let mut pods = Vec::new();
+    for b in &run_query(ctx, "idle_pods", &queries.get("idle_pods")?, params.clone()).await? {
+        let r = "idle_pods";
+        let (ns, pod, model) = (strs(r, b, "namespace")?, strs(r, b, "pod")?, strs(r, b, "gpu_model")?);
+        let (held, steps, idle_steps, drops, idle, runs) = (ints(r, b, "held_gpu_us")?, ints(r, b, "steps")?, ints(r, b, "idle_steps")?, ints(r, b, "drops")?, ints(r, b, "idle_gpu_us")?, ints(r, b, "idle_runs")?);
+        let cost = decimals(r, b, "idle_cost_us")?;
+        for i in 0..b.num_rows() {
+            pods.push(PodIdle {
+                ns: ns[i].clone().unwrap_or_default(),
+                pod: pod[i].clone().unwrap_or_default(),
+                model: model[i].clone().unwrap_or_default(),
+                held: held[i].unwrap_or(0),
+                steps: steps[i].unwrap_or(0),
+                idle_steps: idle_steps[i].unwrap_or(0),
+                drops: drops[i].unwrap_or(0),
+                idle: idle[i].unwrap_or(0),
+                runs: runs[i].unwrap_or(0),
+                cost: money_from_us(cost[i]),
+            });
+        }
+    }
+
+    let mut offenders: Vec<&PodIdle> = pods.iter().filter(|p| p.idle > 0).collect();
+    offenders.sort_by(|a, b| b.idle.cmp(&a.idle).then(a.ns.cmp(&b.ns)).then(a.pod.cmp(&b.pod)).then(a.model.cmp(&b.model)));
+    let (idle_total, cost_total): (i64, i128) = offenders.iter().fold((0, 0), |(h, c), p| (h + p.idle, c + p.cost));
+    let idle = Report {
+        name: "idle".into(),
+        title: format!("Allocated but idle GPUs {label}"),
+        columns: ["namespace", "pod", "gpu_model", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_runs", "idle_cost"].map(String::from).to_vec(),
+        rows: offenders
+            .iter()
+            .map(|p| vec![Cell::Str(p.ns.clone()), Cell::Str(p.pod.clone()), Cell::Str(p.model.clone()), hours(p.idle), hours(p.held), pct(p.idle, p.held), Cell::Int(p.runs), money(p.cost)])
+            .collect(),
+        total: Some(vec![Cell::Str("total".into()), Cell::Null, Cell::Null, hours(idle_total), Cell::Null, Cell::Null, Cell::Null, money(cost_total)]),
+        notes: vec![format!(
+            "idle: utilisation under {}% for at least {} minutes at a stretch; cost at the GPU model's list price in {currency}",
+            config.idle.util_threshold_pct, config.idle.min_minutes
+        )],
+        meta: Map::new(),
+    };
+
+    let mut by_ns: BTreeMap<&str, (i64, i64, i128)> = BTreeMap::new();
+    for p in &pods {
+        let e = by_ns.entry(p.ns.as_str()).or_default();
+        e.0 += p.idle;
+        e.1 += p.held;
+        e.2 += p.cost;
+    }
+    let mut ns_rows: Vec<(&str, (i64, i64, i128))> = by_ns.into_iter().collect();
+    ns_rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+    let namespaces = Report {
+        name: "idle_namespaces".into(),
+        title: format!("Allocated but idle GPU time per namespace {label}"),
+        columns: ["namespace", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_cost"].map(String::from).to_vec(),
+        rows: ns_rows.iter().map(|(ns, (i, h, c))| vec![Cell::Str(ns.to_string()), hours(*i), hours(*h), pct(*i, *h), money(*c)]).collect(),
+        total: None,
+        notes: vec![],
+        meta: Map::new(),
+    };
+
+    let mut unalloc_rows = Vec::new();
+    let (mut un_total, mut un_cost) = (0i64, 0i128);
+    for b in &run_query(ctx, "idle_unallocated", &queries.get("idle_unallocated")?, params.clone()).await? {
+        let r = "idle_unallocated";
+        let (node, model, units, us, cost) = (strs(r, b, "node")?, strs(r, b, "gpu_model")?, ints(r, b, "units")?, ints(r, b, "gpu_us")?, decimals(r, b, "cost_us")?);
+        for i in 0..b.num_rows() {
+            let (u, c) = (us[i].unwrap_or(0), money_from_us(cost[i]));
+            un_total += u;
+            un_cost += c;
+            let node_hours = units[i].unwrap_or(0) * window.seconds() * 1_000_000;
+            unalloc_rows.push(vec![Cell::Str(node[i].clone().unwrap_or_default()), Cell::Str(model[i].clone().unwrap_or_default()), hours(u), pct(u, node_hours), money(c)]);
+        }
+    }
+    let unallocated = Report {
+        name: "idle_unallocated".into(),
+        title: format!("Unallocated GPUs {label}"),
+        columns: ["node", "gpu_model", "unallocated_gpu_hours", "unallocated_pct", "list_cost"].map(String::from).to_vec(),
+        rows: unalloc_rows,
+        total: Some(vec![Cell::Str("total".into()), Cell::Null, hours(un_total), Cell::Null, money(un_cost)]),
+        notes: vec!["unallocated_pct: of the GPU time of the node's units that reported in the window".into()],
+        meta: Map::new(),
+    };
+
+    let mut zombie_rows = Vec::new();
+    for b in &run_query(ctx, "idle_zombie", &queries.get("idle_zombie")?, params).await? {
+        let r = "idle_zombie";
+        let (node, uuid, gi, model, profile) = (strs(r, b, "node")?, strs(r, b, "gpu_uuid")?, ints(r, b, "gpu_instance_id")?, strs(r, b, "gpu_model")?, strs(r, b, "mig_profile")?);
+        let (us, mem, first, last) = (ints(r, b, "gpu_us")?, ints(r, b, "max_mem_mib")?, millis(r, b, "first_seen")?, millis(r, b, "last_seen")?);
+        for i in 0..b.num_rows() {
+            zombie_rows.push(vec![
+                Cell::Str(node[i].clone().unwrap_or_default()),
+                Cell::Str(uuid[i].clone().unwrap_or_default()),
+                gi[i].map_or(Cell::Null, Cell::Int),
+                Cell::Str(model[i].clone().unwrap_or_default()),
+                profile[i].clone().map_or(Cell::Null, Cell::Str),
+                hours(us[i].unwrap_or(0)),
+                Cell::Int(mem[i].unwrap_or(0)),
+                first[i].map_or(Cell::Null, |t| Cell::Str(rfc3339(t))),
+                last[i].map_or(Cell::Null, |t| Cell::Str(rfc3339(t))),
+            ]);
+        }
+    }
+    let zombie = Report {
+        name: "idle_zombie".into(),
+        title: format!("Zombie GPU memory {label}"),
+        columns: ["node", "gpu_uuid", "gpu_instance_id", "gpu_model", "mig_profile", "zombie_gpu_hours", "max_mem_mib", "first_seen", "last_seen"].map(String::from).to_vec(),
+        rows: zombie_rows,
+        total: None,
+        notes: vec![format!("framebuffer over {} MiB used with no pod and 0% utilisation: a process that outlived its pod", config.idle.zombie_mem_mib)],
+        meta: Map::new(),
+    };
+
+    let mut starved: Vec<&PodIdle> = pods
+        .iter()
+        .filter(|p| {
+            let share = if p.steps > 0 { p.idle_steps as i128 * 100 / p.steps as i128 } else { 0 };
+            p.steps >= STARVED_MIN_STEPS && p.drops >= STARVED_MIN_DROPS && share >= STARVED_IDLE_PCT.0 && share <= STARVED_IDLE_PCT.1
+        })
+        .collect();
+    starved.sort_by(|a, b| (b.idle_steps * 1000 / b.steps.max(1)).cmp(&(a.idle_steps * 1000 / a.steps.max(1))).then(a.ns.cmp(&b.ns)).then(a.pod.cmp(&b.pod)));
+    let starved = Report {
+        name: "idle_starved".into(),
+        title: format!("Data-starved jobs {label}"),
+        columns: ["namespace", "pod", "gpu_model", "held_gpu_hours", "idle_steps_pct", "drops", "drops_per_hour"].map(String::from).to_vec(),
+        rows: starved
+            .iter()
+            .map(|p| vec![
+                Cell::Str(p.ns.clone()),
+                Cell::Str(p.pod.clone()),
+                Cell::Str(p.model.clone()),
+                hours(p.held),
+                pct(p.idle_steps, p.steps),
+                Cell::Int(p.drops),
+                Cell::Dec { units: round_ratio(p.drops as i128 * US_PER_HOUR, p.held.max(1) as i128, 2), decimals: 2 },
+            ])
+            .collect(),
+        total: None,
+        notes: vec![format!(
+            "pods with {}-{}% of their steps under {}% utilisation, in at least {} separate drops: the GPU waits for data",
+            STARVED_IDLE_PCT.0, STARVED_IDLE_PCT.1, config.idle.util_threshold_pct, STARVED_MIN_DROPS
+        )],
+        meta: Map::new(),
+    };
+    Ok(vec![idle, namespaces, unallocated, zombie, starved])
+}
