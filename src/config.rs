@@ -40,6 +40,8 @@ pub struct Config {
     pub queries: QueriesConfig,
     pub run: RunConfig,
     pub idle: IdleConfig,
+    /// namespace -> GPU quota, for namespaces without a ResourceQuota.
+    pub quotas: BTreeMap<String, u32>,
     /// namespace -> team (cost centre)
     pub teams: BTreeMap<String, String>,
 }
@@ -309,6 +311,7 @@ impl Default for Config {
             queries: QueriesConfig::default(),
             run: RunConfig::default(),
             idle: IdleConfig::default(),
+            quotas: BTreeMap::new(),
             teams: BTreeMap::new(),
         }
     }

@@ -18,6 +18,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("idle_pods", include_str!("../queries/idle_pods.sql")),
     ("idle_unallocated", include_str!("../queries/idle_unallocated.sql")),
     ("idle_zombie", include_str!("../queries/idle_zombie.sql")),
+    ("quota_use", include_str!("../queries/quota_use.sql")),
+    ("quota_limits", include_str!("../queries/quota_limits.sql")),
 ];
 
 /// (name, SELECT) of the views every session has, in dependency order. Each file's header

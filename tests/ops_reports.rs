@@ -261,3 +261,46 @@ fn idle_report_finds_the_planted_idle_pods_zombies_and_starved_jobs() {
     let got = num(&un["total"]["unallocated_gpu_hours"]);
     assert!((got - want).abs() <= want * 0.005, "unallocated {got} vs ledger {want}");
 }
+
+#[test]
+fn quota_review_against_the_simulated_schedule() {
+    let sim = simulation();
+    let (ws, we) = sim.params.window_ms();
+    let signals = sim.signals();
+    // Whole GPUs each namespace held at each step of October.
+    let whole: Vec<usize> = (0..sim.cluster.units.len()).filter(|&u| sim.cluster.units[u].mig_profile.is_none()).collect();
+    let n_ns = sim.namespaces.len();
+    let (mut gpu_steps, mut peak, mut at_quota) = (vec![0usize; n_ns], vec![0usize; n_ns], vec![0usize; n_ns]);
+    let mut ts = ws;
+    while ts < we {
+        let mut held = vec![0usize; n_ns];
+        for &u in &whole {
+            if let Some(id) = signals.holder_at(u, ts) {
+                held[sim.schedule.pods[id].ns] += 1;
+            }
+        }
+        for ns in 0..n_ns {
+            gpu_steps[ns] += held[ns];
+            peak[ns] = peak[ns].max(held[ns]);
+            if held[ns] as u32 >= sim.schedule.quota_hard[ns] {
+                at_quota[ns] += 1;
+            }
+        }
+        ts += 30_000;
+    }
+    let q = report("quota");
+    let rows = q["rows"].as_array().unwrap();
+    let steps = ((we - ws) / 30_000) as f64;
+    for (i, ns) in sim.namespaces.iter().enumerate() {
+        let row = rows.iter().find(|r| r["namespace"] == ns.name).unwrap_or_else(|| panic!("no quota row for {}", ns.name));
+        assert_eq!(row["quota_gpus"].as_u64(), Some(sim.schedule.quota_hard[i] as u64), "{} quota", ns.name);
+        assert_eq!(row["quota_source"], "ResourceQuota");
+        let avg = gpu_steps[i] as f64 / steps;
+        assert!((num(&row["avg_gpus"]) - avg).abs() <= 0.005 + 1e-9, "{} avg GPUs {} vs {avg}", ns.name, row["avg_gpus"]);
+        assert_eq!(row["peak_gpus"].as_u64(), Some(peak[i] as u64), "{} peak", ns.name);
+        let hours = at_quota[i] as f64 * 30.0 / 3600.0;
+        assert!((num(&row["hours_at_quota"]) - hours).abs() <= 0.005 + 1e-9, "{} hours at quota {} vs {hours}", ns.name, row["hours_at_quota"]);
+        let rec = row["recommendation"].as_str().unwrap();
+        assert!(["raise", "lower", "keep"].contains(&rec) && !row["reason"].as_str().unwrap().is_empty());
+    }
+}

@@ -9,6 +9,7 @@ pub mod heatmap;
 pub mod idle;
 pub mod inventory;
 pub mod queue;
+pub mod quota;
 pub mod money;
 pub mod render;
 
@@ -40,6 +41,7 @@ pub enum ReportKind {
     Chargeback,
     Idle,
     Queue,
+    Quota,
     Heatmap,
     Events,
     Inventory,
@@ -47,13 +49,14 @@ pub enum ReportKind {
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 7] = [ReportKind::Chargeback, ReportKind::Idle, ReportKind::Queue, ReportKind::Heatmap, ReportKind::Events, ReportKind::Inventory, ReportKind::Completeness];
+    pub const ALL: [ReportKind; 8] = [ReportKind::Chargeback, ReportKind::Idle, ReportKind::Queue, ReportKind::Quota, ReportKind::Heatmap, ReportKind::Events, ReportKind::Inventory, ReportKind::Completeness];
 
     pub fn name(self) -> &'static str {
         match self {
             ReportKind::Chargeback => "chargeback",
             ReportKind::Idle => "idle",
             ReportKind::Queue => "queue",
+            ReportKind::Quota => "quota",
             ReportKind::Heatmap => "heatmap",
             ReportKind::Events => "events",
             ReportKind::Inventory => "inventory",
@@ -74,6 +77,7 @@ pub async fn build(
     Ok(match kind {
         ReportKind::Idle => idle::build(session, queries, config, window).await?,
         ReportKind::Queue => queue::build(session, queries, window).await?,
+        ReportKind::Quota => vec![quota::build(session, queries, config, window).await?],
         ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
         ReportKind::Events => vec![events::build(session, queries, window).await?],
         ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],

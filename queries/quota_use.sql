@@ -1,0 +1,17 @@
+-- Whole GPUs in use per namespace over [$1, $2), as a histogram: for each count of GPUs held
+-- at once, the seconds the namespace held that many. MIG slices are other resources than
+-- nvidia.com/gpu and do not count against its quota.
+--   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
+WITH per_step AS (
+  SELECT g.namespace AS namespace, g.ts AS ts, COUNT(*) AS gpus, MIN(g.step_s) AS step_s
+  FROM gpu_samples g
+  WHERE g.date >= $3 AND g.date <= $4
+    AND g.ts >= $1 AND g.ts < $2
+    AND g.namespace IS NOT NULL
+    AND g.mig_profile IS NULL
+  GROUP BY g.namespace, g.ts
+)
+SELECT CAST(namespace AS VARCHAR) AS namespace, gpus, SUM(CAST(step_s AS BIGINT)) AS seconds
+FROM per_step
+GROUP BY 1, 2
+ORDER BY 1, 2
