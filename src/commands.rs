@@ -18,7 +18,7 @@ use crate::engine::{parse_memory_limit, SessionBuilder};
 use crate::lake::Lake;
 use crate::progress::{Progress, ProgressMode};
 use crate::queries::Queries;
-use crate::report::{self, Format, ReportKind};
+use crate::report::{self, Format};
 use crate::simulate::lake_out::LakeOutput;
 use crate::simulate::{openmetrics, trace, SimParams, Simulation};
 use crate::timewin::{parse_time, Window};
@@ -243,17 +243,12 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     report::write_atomic(&args.out.join("gpuledger.toml"), toml_text.as_bytes())?;
     let lake = Lake::new(args.out.join("lake"));
     let dir = args.out.join("reports").join(window.label());
-    let mut chargeback_table = String::new();
     let session = ctx.session.build(&lake, &config).await?;
-    for kind in ReportKind::ALL {
-        let sections = report::build(kind, &session, &ctx.queries, &config, &window).await?;
-        for section in &sections {
-            report::write_all_formats(section, &dir)?;
-        }
-        if kind == ReportKind::Chargeback {
-            chargeback_table = String::from_utf8(sections[0].render(Format::Table)?).expect("utf-8");
-        }
-    }
+    let (sections, _) = report::write_month(&session, &ctx.queries, &config, &window, &dir).await?;
+    let chargeback_table = match sections.iter().find(|r| r.name == "chargeback") {
+        Some(r) => String::from_utf8(r.render(Format::Table)?).expect("utf-8"),
+        None => String::new(),
+    };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(chargeback_table.as_bytes())?;
     stdout.flush()?;

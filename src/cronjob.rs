@@ -22,7 +22,7 @@ use crate::progress::ProgressMode;
 use crate::queries::Queries;
 use crate::report::completeness::{self, SOURCES};
 use crate::report::money::format_units;
-use crate::report::{self, Cell, ReportKind};
+use crate::report::{self, Cell};
 use crate::timewin::Window;
 
 /// What one run is asked to do.
@@ -92,7 +92,7 @@ impl RunOutcome {
         let _ = writeln!(s, "  chargeback    {}", self.chargeback_line);
         let mut stems: Vec<&str> = self.files.iter().filter_map(|f| f.rsplit_once('.').map(|(stem, _)| stem)).collect();
         stems.dedup();
-        let _ = writeln!(s, "  reports       {} ({} files: {}; each as txt csv json md parquet)", self.dir.display(), self.files.len(), stems.join(" "));
+        let _ = writeln!(s, "  reports       {} ({} files: {}; each as txt csv json md parquet; the page index.html)", self.dir.display(), self.files.len(), stems.iter().filter(|s| **s != "index").copied().collect::<Vec<_>>().join(" "));
         let incomplete = self.incomplete_sources();
         let _ = writeln!(s, "  status        {}", if incomplete.is_empty() { "OK".to_string() } else { format!("DATA INCOMPLETE: {}", incomplete.join(", ")) });
         let _ = writeln!(s, "  took          {:.1}s", self.secs);
@@ -147,19 +147,8 @@ pub async fn run(
 
     let ctx = session.build(lake, config).await?;
     let dir = plan.reports_dir.join(plan.window.label());
-    let mut files = Vec::new();
-    let mut chargeback = String::new();
-    for kind in ReportKind::ALL {
-        let t = Instant::now();
-        let sections = report::build(kind, &ctx, queries, config, &plan.window).await.with_context(|| format!("report {}", kind.name()))?;
-        for r in &sections {
-            files.extend(report::write_all_formats(r, &dir)?);
-        }
-        if kind == ReportKind::Chargeback {
-            chargeback = chargeback_line(&sections[0], config);
-        }
-        tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
-    }
+    let (sections, files) = report::write_month(&ctx, queries, config, &plan.window, &dir).await?;
+    let chargeback = sections.iter().find(|r| r.name == "chargeback").map(|r| chargeback_line(r, config)).unwrap_or_default();
     let c = completeness::compute(&ctx, queries, &plan.window, config.prometheus.step_secs).await?;
     let outcome = RunOutcome {
         window: plan.window,

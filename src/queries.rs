@@ -20,6 +20,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("idle_zombie", include_str!("../queries/idle_zombie.sql")),
     ("quota_use", include_str!("../queries/quota_use.sql")),
     ("quota_limits", include_str!("../queries/quota_limits.sql")),
+    ("daily_pool", include_str!("../queries/daily_pool.sql")),
 ];
 
 /// (name, SELECT) of the views every session has, in dependency order. Each file's header

@@ -304,3 +304,47 @@ fn quota_review_against_the_simulated_schedule() {
         assert!(["raise", "lower", "keep"].contains(&rec) && !row["reason"].as_str().unwrap().is_empty());
     }
 }
+
+/// Debian's Chromium, or None (with a note) where it is not installed; CI requires it.
+fn chromium() -> Option<&'static str> {
+    for c in ["chromium", "chromium-browser", "google-chrome"] {
+        if std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return Some(c);
+        }
+    }
+    assert!(std::env::var_os("GPULEDGER_REQUIRE_CHROMIUM").is_none(), "chromium is required here (GPULEDGER_REQUIRE_CHROMIUM is set)");
+    eprintln!("SKIPPED: chromium is not installed (apt-get install chromium)");
+    None
+}
+
+#[test]
+fn month_page_renders_its_charts_in_chromium() {
+    let page = fixture().reports.join("index.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<script") && !html.contains("http://") && !html.contains("https://"), "self-contained: no script, no network");
+    for (chart, _) in gpuledger::report::html::CHART_COLOURS {
+        assert!(html.contains(&format!("<svg id=\"{chart}\"")), "{chart} chart in the page");
+    }
+    let Some(browser) = chromium() else { return };
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("month-page.png");
+    let _ = std::fs::remove_file(&shot);
+    let profile = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1200,4600"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(shot.is_file(), "chromium wrote no screenshot: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("screenshot of the month page: {}", shot.display());
+    let (width, height, channels, pixels) = common::decode_png(&std::fs::read(&shot).unwrap());
+    assert_eq!((width, height), (1200, 4600));
+    for (chart, colour) in gpuledger::report::html::CHART_COLOURS {
+        let rgb: Vec<u8> = (0..3).map(|i| u8::from_str_radix(&colour[1 + 2 * i..3 + 2 * i], 16).unwrap()).collect();
+        let count = pixels.chunks(channels).filter(|p| p[..3] == rgb[..]).count();
+        eprintln!("{chart}: {count} pixels of {colour}");
+        // More than a 12 x 12 legend swatch: the chart itself was drawn.
+        assert!(count > 400, "{chart} chart not drawn ({count} pixels of {colour})");
+    }
+}

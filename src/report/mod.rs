@@ -6,6 +6,7 @@ pub mod columns;
 pub mod completeness;
 pub mod events;
 pub mod heatmap;
+pub mod html;
 pub mod idle;
 pub mod inventory;
 pub mod queue;
@@ -140,6 +141,34 @@ pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
         }
         _ => parts.join(&b"\n"[..]),
     })
+}
+
+/// Every report of `window` in every format into `dir`, plus the month's page `index.html`;
+/// returns the sections and the file names written.
+pub async fn write_month(
+    session: &datafusion::prelude::SessionContext,
+    queries: &crate::queries::Queries,
+    config: &crate::config::Config,
+    window: &crate::timewin::Window,
+    dir: &Path,
+) -> std::result::Result<(Vec<Report>, Vec<String>), anyhow::Error> {
+    use anyhow::Context;
+    let mut sections = Vec::new();
+    let mut files = Vec::new();
+    for kind in ReportKind::ALL {
+        let t = std::time::Instant::now();
+        let built = build(kind, session, queries, config, window).await.with_context(|| format!("report {}", kind.name()))?;
+        for r in &built {
+            files.extend(write_all_formats(r, dir)?);
+        }
+        tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
+        sections.extend(built);
+    }
+    let pool = html::pool_days(session, queries, window).await?;
+    let page = html::MonthPage { label: &window.label(), sections: &sections, pool: &pool }.render();
+    write_atomic(&dir.join("index.html"), page.as_bytes())?;
+    files.push("index.html".into());
+    Ok((sections, files))
 }
 
 /// Writes `report` into `dir` in every format (`<name>.txt`, `.csv`, `.json`, `.md`,
