@@ -351,3 +351,28 @@ fn month_page_renders_its_charts_in_chromium() {
         assert!(count > 400, "{chart} chart not drawn ({count} pixels of {colour})");
     }
 }
+
+#[test]
+fn kueue_section_appears_where_kueue_runs() {
+    use gpuledger::lake::{import::import_csv, Lake, Table};
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::new(dir.path().join("lake"));
+    // Two ClusterQueues sampled every 30 s for two minutes on 2026-10-03.
+    let mut csv = String::from("ts,cluster_queue,status,workloads\n");
+    for (i, t) in ["00:00:00", "00:00:30", "00:01:00", "00:01:30"].iter().enumerate() {
+        csv.push_str(&format!("2026-10-03T{t}Z,cq-train,active,{}\n", [2, 4, 6, 8][i]));
+        csv.push_str(&format!("2026-10-03T{t}Z,cq-train,inadmissible,1\n"));
+    }
+    std::fs::write(dir.path().join("k.csv"), csv).unwrap();
+    import_csv(&lake, Table::KueuePending, &dir.path().join("k.csv")).unwrap();
+    let out = common::run_ok(dir.path(), &["--lake", "lake", "report", "queue", "--month", "2026-10", "--format", "json"]);
+    let sections: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kueue = sections.as_array().unwrap().iter().find(|s| s["report"] == "queue_kueue").expect("a Kueue section");
+    let rows = kueue["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0]["status"].as_str(), num(&rows[0]["avg_pending_workloads"]), rows[0]["max_pending_workloads"].as_i64()), (Some("active"), 5.0, Some(8)));
+    assert_eq!((rows[1]["status"].as_str(), num(&rows[1]["avg_pending_workloads"]), rows[1]["max_pending_workloads"].as_i64()), (Some("inadmissible"), 1.0, Some(1)));
+    // Without Kueue data there is no such section (the demo month has none).
+    let names: Vec<String> = std::fs::read_dir(&fixture().reports).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("queue_kueue")), "{names:?}");
+}
