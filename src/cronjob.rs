@@ -20,8 +20,8 @@ use crate::exit::IncompleteData;
 use crate::lake::Lake;
 use crate::progress::ProgressMode;
 use crate::queries::Queries;
-use crate::report::completeness::{self, SOURCES};
-use crate::report::money::format_units;
+use crate::report::completeness::SOURCES;
+use crate::report::money::{format_units, round_ratio};
 use crate::report::{self, Cell};
 use crate::timewin::Window;
 
@@ -149,7 +149,8 @@ pub async fn run(
     let dir = plan.reports_dir.join(plan.window.label());
     let (sections, files) = report::write_month(&ctx, queries, config, &plan.window, &dir).await?;
     let chargeback = sections.iter().find(|r| r.name == "chargeback").map(|r| chargeback_line(r, config)).unwrap_or_default();
-    let c = completeness::compute(&ctx, queries, &plan.window, config.prometheus.step_secs).await?;
+    // The completeness report's totals, as written (not measured a second time).
+    let totals = sections.iter().find(|r| r.name == "completeness").map(|r| r.meta.clone()).unwrap_or_default();
     let outcome = RunOutcome {
         window: plan.window,
         collected,
@@ -159,8 +160,9 @@ pub async fn run(
         completeness: SOURCES
             .iter()
             .map(|s| {
-                let (e, p) = c.totals(s);
-                (*s, c.pct_centi(s), p, e)
+                let get = |k: &str| totals.get(*s).and_then(|m| m.get(k)).and_then(|v| v.as_i64()).unwrap_or(0);
+                let (e, p) = (get("expected"), get("present"));
+                (*s, if e > 0 { round_ratio(p as i128 * 100, e as i128, 2) } else { 0 }, p, e)
             })
             .collect(),
         threshold_pct: config.run.min_completeness_pct,

@@ -11,7 +11,8 @@ use super::money::{apportion, format_units, round_ratio};
 use super::render::{Cell, Report};
 use super::{ReportError, Result};
 use crate::config::{Config, CostBasis};
-use crate::engine::{run_query, str_param, ts_param};
+use super::columns::window_params;
+use crate::engine::run_query;
 use crate::queries::Queries;
 use crate::timewin::Window;
 
@@ -41,16 +42,6 @@ pub struct Chargeback {
     pub cluster_energy_mj: i64,
     pub cluster_rows: i64,
     pub cluster_gpus: i64,
-}
-
-fn window_params(window: &Window) -> Vec<datafusion::common::ScalarValue> {
-    let (first, last) = window.date_bounds();
-    vec![
-        ts_param(window.start.timestamp_millis()),
-        ts_param(window.end.timestamp_millis()),
-        str_param(first.format("%Y-%m-%d").to_string()),
-        str_param(last.format("%Y-%m-%d").to_string()),
-    ]
 }
 
 fn shape(detail: impl Into<String>) -> ReportError {
