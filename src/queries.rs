@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback", include_str!("../queries/chargeback.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
+    ("chargeback_models", include_str!("../queries/chargeback_models.sql")),
     ("completeness", include_str!("../queries/completeness.sql")),
     ("gaps", include_str!("../queries/gaps.sql")),
     ("events", include_str!("../queries/events.sql")),

@@ -376,3 +376,25 @@ fn kueue_section_appears_where_kueue_runs() {
     let names: Vec<String> = std::fs::read_dir(&fixture().reports).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(!names.iter().any(|n| n.starts_with("queue_kueue")), "{names:?}");
 }
+
+#[test]
+fn chargeback_by_model_adds_up_to_the_chargeback_and_the_pool() {
+    let cb = report("chargeback");
+    let by = report("chargeback_models");
+    let rows = by["rows"].as_array().unwrap();
+    assert_eq!(by["total"]["gpu_hours"], cb["total"]["gpu_hours"], "same total GPU-hours");
+    assert_eq!(by["total"]["cloud_cost"], cb["total"]["cloud_cost"], "same total cloud cost");
+    for r in cb["rows"].as_array().unwrap() {
+        let mine: Vec<_> = rows.iter().filter(|m| m["namespace"] == r["namespace"]).collect();
+        let hours: f64 = mine.iter().map(|m| num(&m["gpu_hours"])).sum();
+        assert!((hours - num(&r["gpu_hours"])).abs() <= 1e-4 * (mine.len() + 1) as f64, "{}: {hours} vs {}", r["namespace"], r["gpu_hours"]);
+    }
+    // Per model, the namespaces' hours add up to that model's share of the pool: GPUs x hours.
+    let cluster = gpuledger::simulate::cluster::Cluster::build(64, 42);
+    for node in &cluster.nodes {
+        let model = node.model.name;
+        let gpus = cluster.gpus.iter().filter(|g| g.model.name == model).count() as f64;
+        let hours: f64 = rows.iter().filter(|m| m["gpu_model"] == model).map(|m| num(&m["gpu_hours"])).sum();
+        assert!((hours - gpus * 31.0 * 24.0).abs() <= 1e-3, "{model}: {hours} vs {} GPUs x 744 h", gpus);
+    }
+}

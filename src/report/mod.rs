@@ -2,6 +2,7 @@
 //! which `render` writes as a table, CSV, JSON, Markdown or Parquet.
 
 pub mod chargeback;
+pub mod chargeback_models;
 pub mod columns;
 pub mod completeness;
 pub mod events;
@@ -40,6 +41,8 @@ pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReportKind {
     Chargeback,
+    /// The chargeback per namespace and GPU model (and MIG profile).
+    ChargebackModels,
     Idle,
     Queue,
     Quota,
@@ -50,11 +53,12 @@ pub enum ReportKind {
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 8] = [ReportKind::Chargeback, ReportKind::Idle, ReportKind::Queue, ReportKind::Quota, ReportKind::Heatmap, ReportKind::Events, ReportKind::Inventory, ReportKind::Completeness];
+    pub const ALL: [ReportKind; 9] = [ReportKind::Chargeback, ReportKind::ChargebackModels, ReportKind::Idle, ReportKind::Queue, ReportKind::Quota, ReportKind::Heatmap, ReportKind::Events, ReportKind::Inventory, ReportKind::Completeness];
 
     pub fn name(self) -> &'static str {
         match self {
             ReportKind::Chargeback => "chargeback",
+            ReportKind::ChargebackModels => "chargeback_models",
             ReportKind::Idle => "idle",
             ReportKind::Queue => "queue",
             ReportKind::Quota => "quota",
@@ -82,6 +86,7 @@ pub async fn build(
         ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
         ReportKind::Events => vec![events::build(session, queries, window).await?],
         ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],
+        ReportKind::ChargebackModels => vec![chargeback_models::build(session, queries, config, window).await?],
         single => vec![build_single(single, session, queries, config, window).await?],
     })
 }
