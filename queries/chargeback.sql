@@ -1,15 +1,38 @@
--- Chargeback per namespace for the window [$1, $2).
+-- Chargeback detail for the window [$1, $2): one row per namespace, GPU model, MIG profile
+-- and UTC day. The chargeback (per namespace, team or cost centre), the by-model report and
+-- the FOCUS export are all sums of these rows, so they agree to the unit.
 --   $1, $2  window start and end (TIMESTAMP, UTC), half-open
 --   $3, $4  first and last `date` partition that can hold rows of the window (pruning)
 -- A GPU row stands for [ts, ts + step_s); `share` is 1 for a whole GPU, the slice fraction
 -- for a MIG instance, 1/n for n pods time-slicing a GPU. GPU time with no pod is the
 -- `__unallocated__` row. Quantities are summed as integers (GPU-microseconds, millijoules)
--- and money as DECIMAL, so the result never depends on the order rows are added in.
+-- and money as DECIMAL not yet divided by 3.6e9 (`*_us`: per-hour price x microseconds;
+-- `*_mj`: per-kWh price x millijoules), so nothing depends on the order rows are added in.
+--
+-- Prices: `gpu_prices` by model (a MIG instance pays its share of the GPU price, or its own
+-- profile's price per instance-hour where one is configured), each row on its dates;
+-- energy x PUE x the `power_tariff` rate of the 15-minute bucket the sample starts in.
+--
+-- Request-based fallback: a node whose DCGM rows carry no pod at all in the window (an
+-- exporter without the pod mapping) has its GPU time given to the pods that ran there,
+-- gpu_request x running time (kube-state-metrics), priced by date; its energy, power cost,
+-- carbon and utilisation are split in proportion to that time, per day; the rest stays
+-- unallocated. Those rows carry `request_based_gpu_us`.
+--
+-- CPU and memory: cpu_request x running time and memory request x running time of every
+-- pod, priced piecewise by `cpu_prices` and `memory_prices` (empty tables: no charge); these
+-- rows have no GPU model.
 WITH samples AS (
   SELECT
     COALESCE(CAST(s.namespace AS VARCHAR), '__unallocated__')              AS namespace,
+    CAST(s.node AS VARCHAR)                                                 AS node,
     CAST(s.gpu_model AS VARCHAR)                                            AS gpu_model,
+    CAST(s.mig_profile AS VARCHAR)                                          AS mig_profile,
+    s.date                                                                  AS date,
     s.ts                                                                    AS ts,
+    date_bin(INTERVAL '15 minutes', s.ts)                                   AS bucket,
+    s.share                                                                 AS share,
+    s.step_s                                                                AS step_s,
     CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT)                     AS gpu_us,
     CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS BIGINT)                   AS energy_mj,
     CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT) AS util_gpu_us
@@ -20,33 +43,273 @@ WITH samples AS (
 priced AS (
   SELECT
     x.namespace,
+    x.node,
+    x.gpu_model,
+    x.mig_profile,
+    x.date,
     x.gpu_us,
     x.energy_mj,
     x.util_gpu_us,
-    -- GPU-microseconds x price per GPU-hour; divided by 3.6e9 below
-    CAST(x.gpu_us AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))   AS cloud_cost_us,
-    -- millijoules x PUE x price per kWh; divided by 3.6e9 below
-    CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh                              AS power_cost_mj,
-    CASE WHEN g.model IS NULL THEN x.gpu_us ELSE 0 END                                         AS unpriced_gpu_us
+    CASE
+      WHEN gm.model IS NOT NULL
+        THEN CAST(CAST(ROUND(x.share / gm.slice_share * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * gm.price_per_hour
+      ELSE CAST(x.gpu_us AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
+    END                                                                              AS gpu_cost_us,
+    CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh                    AS power_cost_mj,
+    CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * COALESCE(p.carbon_g_per_kwh, CAST(0 AS DECIMAL(18, 6))) AS carbon_mg,
+    CASE WHEN gm.model IS NULL AND g.model IS NULL THEN x.gpu_us ELSE 0 END          AS unpriced_gpu_us
   FROM samples x
+  LEFT JOIN gpu_prices gm
+    ON x.gpu_model = gm.model AND x.mig_profile = gm.mig_profile
+   AND x.ts >= gm.effective_from AND x.ts < gm.effective_to
   LEFT JOIN gpu_prices g
-    ON x.gpu_model = g.model AND x.ts >= g.effective_from AND x.ts < g.effective_to
-  LEFT JOIN power_prices p
-    ON x.ts >= p.effective_from AND x.ts < p.effective_to
+    ON x.gpu_model = g.model AND g.mig_profile IS NULL
+   AND x.ts >= g.effective_from AND x.ts < g.effective_to
+  LEFT JOIN power_tariff p
+    ON x.bucket = p.bucket_start
 ),
-per_namespace AS (
+grain AS (
   SELECT
-    c.namespace,
-    SUM(c.gpu_us)                                            AS gpu_us,
-    SUM(c.energy_mj)                                         AS energy_mj,
-    SUM(c.util_gpu_us)                                       AS util_gpu_us,
-    SUM(c.cloud_cost_us) / CAST(3600000000 AS DECIMAL(38, 0)) AS cloud_cost,
-    SUM(c.power_cost_mj) / CAST(3600000000 AS DECIMAL(38, 0)) AS power_cost,
-    SUM(c.unpriced_gpu_us)                                   AS unpriced_gpu_us
+    c.namespace, c.node, c.gpu_model, c.mig_profile, c.date,
+    SUM(c.gpu_us)           AS gpu_us,
+    SUM(c.energy_mj)        AS energy_mj,
+    SUM(c.util_gpu_us)      AS util_gpu_us,
+    CAST(SUM(c.gpu_cost_us) AS DECIMAL(38, 12))   AS gpu_cost_us,
+    CAST(SUM(c.power_cost_mj) AS DECIMAL(38, 12)) AS power_cost_mj,
+    CAST(SUM(c.carbon_mg) AS DECIMAL(38, 12))     AS carbon_mg,
+    SUM(c.unpriced_gpu_us)  AS unpriced_gpu_us
   FROM priced c
-  GROUP BY c.namespace
+  GROUP BY c.namespace, c.node, c.gpu_model, c.mig_profile, c.date
+),
+-- Nodes with no pod on any DCGM row in the window, and their totals per day.
+unmapped AS (
+  SELECT n.node, MAX(n.gpu_model) AS gpu_model
+  FROM grain n
+  GROUP BY n.node
+  HAVING SUM(CASE WHEN n.namespace <> '__unallocated__' THEN 1 ELSE 0 END) = 0
+),
+unmapped_day AS (
+  SELECT
+    n.node, n.date,
+    SUM(n.gpu_us) AS gpu_us, SUM(n.energy_mj) AS energy_mj, SUM(n.util_gpu_us) AS util_gpu_us,
+    SUM(n.gpu_cost_us) AS gpu_cost_us, SUM(n.power_cost_mj) AS power_cost_mj, SUM(n.carbon_mg) AS carbon_mg,
+    SUM(n.unpriced_gpu_us) AS unpriced_gpu_us
+  FROM grain n
+  JOIN unmapped u ON u.node = n.node
+  GROUP BY n.node, n.date
+),
+-- Every pod's running interval clipped to the window (pods are partitioned by creation day).
+runs AS (
+  SELECT
+    CAST(p.namespace AS VARCHAR)                                    AS namespace,
+    CAST(p.node AS VARCHAR)                                         AS node,
+    p.gpu_request,
+    p.cpu_request,
+    p.mem_request_bytes,
+    greatest(COALESCE(p.started, p.scheduled), $1)                  AS run_from,
+    least(COALESCE(p.finished, $2), $2)                             AS run_to
+  FROM pods p
+  WHERE p.date <= $4
+    AND p.node IS NOT NULL
+    AND COALESCE(p.started, p.scheduled) IS NOT NULL
+    AND COALESCE(p.started, p.scheduled) < $2
+    AND COALESCE(p.finished, $2) > $1
+),
+-- Running intervals cut at UTC day boundaries.
+run_days AS (
+  SELECT
+    r.namespace, r.node, r.gpu_request, r.cpu_request, r.mem_request_bytes, d.date,
+    greatest(r.run_from, d.day_start) AS run_from,
+    least(r.run_to, d.day_end)        AS run_to
+  FROM runs r
+  JOIN calendar d ON d.day_start < r.run_to AND d.day_end > r.run_from
+),
+-- Requested GPU time on unmapped nodes, cut at price changes.
+requested AS (
+  SELECT
+    r.namespace, r.node, u.gpu_model, r.date,
+    CAST(r.gpu_request AS BIGINT) * 1000 * (
+        CAST(least(r.run_to, COALESCE(g.effective_to, r.run_to)) AS BIGINT)
+      - CAST(greatest(r.run_from, COALESCE(g.effective_from, r.run_from)) AS BIGINT)) AS gpu_us,
+    g.price_per_hour
+  FROM run_days r
+  JOIN unmapped u ON u.node = r.node
+  LEFT JOIN gpu_prices g
+    ON g.model = u.gpu_model AND g.mig_profile IS NULL
+   AND g.effective_from < r.run_to AND g.effective_to > r.run_from
+  WHERE r.gpu_request > 0 AND r.run_to > r.run_from
+),
+requested_day AS (
+  SELECT
+    q.namespace, q.node, q.gpu_model, q.date,
+    SUM(q.gpu_us)                                                                       AS gpu_us,
+    CAST(SUM(CAST(q.gpu_us AS DECIMAL(38, 0)) * COALESCE(q.price_per_hour, CAST(0 AS DECIMAL(18, 6)))) AS DECIMAL(38, 12)) AS gpu_cost_us,
+    SUM(CASE WHEN q.price_per_hour IS NULL THEN q.gpu_us ELSE 0 END)                    AS unpriced_gpu_us
+  FROM requested q
+  GROUP BY q.namespace, q.node, q.gpu_model, q.date
+),
+-- Each namespace's part of its unmapped node's day: energy, power, carbon and utilisation by
+-- its share of the node's GPU time that day.
+fallback AS (
+  SELECT
+    q.namespace, q.node, q.gpu_model, q.date,
+    q.gpu_us,
+    CAST(CAST(u.energy_mj AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT)   AS energy_mj,
+    CAST(CAST(u.util_gpu_us AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT) AS util_gpu_us,
+    q.gpu_cost_us,
+    CAST(CAST(u.power_cost_mj AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12)) AS power_cost_mj,
+    CAST(CAST(u.carbon_mg AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12))     AS carbon_mg,
+    q.unpriced_gpu_us
+  FROM requested_day q
+  JOIN unmapped_day u ON u.node = q.node AND u.date = q.date
+  WHERE u.gpu_us > 0
+),
+-- What the pods of an unmapped node did not take that day stays unallocated.
+fallback_rest AS (
+  SELECT
+    u.node, u.date,
+    u.gpu_us - COALESCE(SUM(f.gpu_us), 0)                                          AS gpu_us,
+    u.energy_mj - COALESCE(SUM(f.energy_mj), 0)                                    AS energy_mj,
+    u.util_gpu_us - COALESCE(SUM(f.util_gpu_us), 0)                                AS util_gpu_us,
+    u.gpu_cost_us - COALESCE(SUM(f.gpu_cost_us), CAST(0 AS DECIMAL(38, 12)))       AS gpu_cost_us,
+    u.power_cost_mj - COALESCE(SUM(f.power_cost_mj), CAST(0 AS DECIMAL(38, 12)))   AS power_cost_mj,
+    u.carbon_mg - COALESCE(SUM(f.carbon_mg), CAST(0 AS DECIMAL(38, 12)))           AS carbon_mg,
+    greatest(u.unpriced_gpu_us - COALESCE(SUM(f.unpriced_gpu_us), 0), 0)          AS unpriced_gpu_us
+  FROM unmapped_day u
+  JOIN fallback f ON f.node = u.node AND f.date = u.date
+  GROUP BY u.node, u.date, u.gpu_us, u.energy_mj, u.util_gpu_us, u.gpu_cost_us, u.power_cost_mj, u.carbon_mg, u.unpriced_gpu_us
+),
+-- CPU core-microseconds and memory GiB-microseconds requested, cut at price changes.
+cpu AS (
+  SELECT
+    r.namespace, r.date,
+    CAST(ROUND(r.cpu_request * 1000 * (
+        CAST(least(r.run_to, c.effective_to) AS BIGINT) - CAST(greatest(r.run_from, c.effective_from) AS BIGINT))) AS BIGINT) AS core_us,
+    c.price_per_core_hour
+  FROM run_days r
+  JOIN cpu_prices c ON c.effective_from < r.run_to AND c.effective_to > r.run_from
+  WHERE r.cpu_request > 0 AND r.run_to > r.run_from
+),
+mem AS (
+  SELECT
+    r.namespace, r.date,
+    CAST(ROUND(CAST(r.mem_request_bytes AS DOUBLE) / 1073741824.0 * 1000 * (
+        CAST(least(r.run_to, m.effective_to) AS BIGINT) - CAST(greatest(r.run_from, m.effective_from) AS BIGINT))) AS BIGINT) AS gib_us,
+    m.price_per_gib_hour
+  FROM run_days r
+  JOIN memory_prices m ON m.effective_from < r.run_to AND m.effective_to > r.run_from
+  WHERE r.mem_request_bytes > 0 AND r.run_to > r.run_from
+),
+parts AS (
+  SELECT n.namespace AS namespace,
+         n.gpu_model AS gpu_model,
+         n.mig_profile AS mig_profile,
+         n.date AS date,
+         n.gpu_us AS gpu_us,
+         n.energy_mj AS energy_mj,
+         n.util_gpu_us AS util_gpu_us,
+         n.gpu_cost_us AS gpu_cost_us,
+         n.power_cost_mj AS power_cost_mj,
+         n.carbon_mg AS carbon_mg,
+         n.unpriced_gpu_us AS unpriced_gpu_us,
+         CAST(0 AS BIGINT) AS request_based_gpu_us,
+         CAST(0 AS BIGINT) AS core_us,
+         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
+         CAST(0 AS BIGINT) AS gib_us,
+         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  FROM grain n
+  WHERE NOT EXISTS (SELECT 1 FROM fallback f WHERE f.node = n.node AND f.date = n.date)
+  UNION ALL
+  SELECT f.namespace AS namespace,
+         f.gpu_model AS gpu_model,
+         CAST(NULL AS VARCHAR) AS mig_profile,
+         f.date AS date,
+         f.gpu_us AS gpu_us,
+         f.energy_mj AS energy_mj,
+         f.util_gpu_us AS util_gpu_us,
+         f.gpu_cost_us AS gpu_cost_us,
+         f.power_cost_mj AS power_cost_mj,
+         f.carbon_mg AS carbon_mg,
+         f.unpriced_gpu_us AS unpriced_gpu_us,
+         f.gpu_us AS request_based_gpu_us,
+         CAST(0 AS BIGINT) AS core_us,
+         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
+         CAST(0 AS BIGINT) AS gib_us,
+         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  FROM fallback f
+  UNION ALL
+  SELECT '__unallocated__' AS namespace,
+         u.gpu_model AS gpu_model,
+         CAST(NULL AS VARCHAR) AS mig_profile,
+         r.date AS date,
+         r.gpu_us AS gpu_us,
+         r.energy_mj AS energy_mj,
+         r.util_gpu_us AS util_gpu_us,
+         r.gpu_cost_us AS gpu_cost_us,
+         r.power_cost_mj AS power_cost_mj,
+         r.carbon_mg AS carbon_mg,
+         r.unpriced_gpu_us AS unpriced_gpu_us,
+         r.gpu_us AS request_based_gpu_us,
+         CAST(0 AS BIGINT) AS core_us,
+         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
+         CAST(0 AS BIGINT) AS gib_us,
+         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  FROM fallback_rest r
+  JOIN unmapped u ON u.node = r.node
+  UNION ALL
+  SELECT c.namespace AS namespace,
+         CAST(NULL AS VARCHAR) AS gpu_model,
+         CAST(NULL AS VARCHAR) AS mig_profile,
+         c.date AS date,
+         CAST(0 AS BIGINT) AS gpu_us,
+         CAST(0 AS BIGINT) AS energy_mj,
+         CAST(0 AS BIGINT) AS util_gpu_us,
+         CAST(0 AS DECIMAL(38, 12)) AS gpu_cost_us,
+         CAST(0 AS DECIMAL(38, 12)) AS power_cost_mj,
+         CAST(0 AS DECIMAL(38, 12)) AS carbon_mg,
+         CAST(0 AS BIGINT) AS unpriced_gpu_us,
+         CAST(0 AS BIGINT) AS request_based_gpu_us,
+         c.core_us AS core_us,
+         CAST(CAST(c.core_us AS DECIMAL(38, 0)) * c.price_per_core_hour AS DECIMAL(38, 12)) AS cpu_cost_us,
+         CAST(0 AS BIGINT) AS gib_us,
+         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  FROM cpu c
+  UNION ALL
+  SELECT m.namespace AS namespace,
+         CAST(NULL AS VARCHAR) AS gpu_model,
+         CAST(NULL AS VARCHAR) AS mig_profile,
+         m.date AS date,
+         CAST(0 AS BIGINT) AS gpu_us,
+         CAST(0 AS BIGINT) AS energy_mj,
+         CAST(0 AS BIGINT) AS util_gpu_us,
+         CAST(0 AS DECIMAL(38, 12)) AS gpu_cost_us,
+         CAST(0 AS DECIMAL(38, 12)) AS power_cost_mj,
+         CAST(0 AS DECIMAL(38, 12)) AS carbon_mg,
+         CAST(0 AS BIGINT) AS unpriced_gpu_us,
+         CAST(0 AS BIGINT) AS request_based_gpu_us,
+         CAST(0 AS BIGINT) AS core_us,
+         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
+         m.gib_us AS gib_us,
+         CAST(CAST(m.gib_us AS DECIMAL(38, 0)) * m.price_per_gib_hour AS DECIMAL(38, 12)) AS mem_cost_us
+  FROM mem m
 )
-SELECT n.namespace, t.team, n.gpu_us, n.energy_mj, n.util_gpu_us, n.cloud_cost, n.power_cost, n.unpriced_gpu_us
-FROM per_namespace n
-LEFT JOIN teams t ON t.namespace = n.namespace
-ORDER BY n.namespace
+SELECT
+  a.namespace,
+  a.gpu_model,
+  a.mig_profile,
+  a.date,
+  SUM(a.gpu_us)                AS gpu_us,
+  SUM(a.energy_mj)             AS energy_mj,
+  SUM(a.util_gpu_us)           AS util_gpu_us,
+  SUM(a.gpu_cost_us)           AS gpu_cost_us,
+  SUM(a.power_cost_mj)         AS power_cost_mj,
+  SUM(a.carbon_mg)             AS carbon_mg,
+  SUM(a.unpriced_gpu_us)       AS unpriced_gpu_us,
+  SUM(a.request_based_gpu_us)  AS request_based_gpu_us,
+  SUM(a.core_us)               AS core_us,
+  SUM(a.cpu_cost_us)           AS cpu_cost_us,
+  SUM(a.gib_us)                AS gib_us,
+  SUM(a.mem_cost_us)           AS mem_cost_us
+FROM parts a
+GROUP BY a.namespace, a.gpu_model, a.mig_profile, a.date
+ORDER BY a.namespace, a.gpu_model, a.mig_profile, a.date

@@ -44,7 +44,7 @@ idle AS (
     COUNT(*)                                                                           AS idle_runs,
     SUM(CAST(x.gpu_us AS DECIMAL(38, 0)) * COALESCE(p.price_per_hour, CAST(0 AS DECIMAL(18, 6)))) AS idle_cost_us
   FROM runs x
-  LEFT JOIN gpu_prices p ON p.model = CAST(x.gpu_model AS VARCHAR) AND x.start >= p.effective_from AND x.start < p.effective_to
+  LEFT JOIN gpu_prices p ON p.model = CAST(x.gpu_model AS VARCHAR) AND p.mig_profile IS NULL AND x.start >= p.effective_from AND x.start < p.effective_to
   GROUP BY x.namespace, x.pod, x.gpu_model
 ),
 held AS (

@@ -8,7 +8,7 @@ SELECT
   SUM(CAST(CAST(ROUND(g.share * g.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * COALESCE(p.price_per_hour, CAST(0 AS DECIMAL(18, 6)))) AS cost_us
 FROM gpu_samples g
 LEFT JOIN gpu_prices p
-  ON p.model = CAST(g.gpu_model AS VARCHAR) AND g.ts >= p.effective_from AND g.ts < p.effective_to
+  ON p.model = CAST(g.gpu_model AS VARCHAR) AND p.mig_profile IS NULL AND g.ts >= p.effective_from AND g.ts < p.effective_to
 WHERE g.date >= $3 AND g.date <= $4
   AND g.ts >= $1 AND g.ts < $2
   AND g.namespace IS NULL

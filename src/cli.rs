@@ -160,6 +160,9 @@ pub struct ReportArgs {
     /// Write to this file instead of stdout.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// Key the chargeback and FOCUS rows by namespace, team or cost centre.
+    #[arg(long, value_enum, default_value = "namespace")]
+    pub by: crate::report::chargeback::ChargeBy,
 }
 
 #[derive(Debug, Args)]

@@ -232,11 +232,11 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     let mut config = ctx.config.clone();
     if config.teams.is_empty() {
         for ns in crate::simulate::workload::default_namespaces() {
-            config.teams.insert(ns.name.to_string(), ns.team.to_string());
+            config.teams.insert(ns.name.to_string(), crate::config::TeamEntry::Team(ns.team.to_string()));
         }
     }
     let mut toml_text = String::from("# Written by `gpuledger demo`: gpuledger --config <this file> report chargeback --month <month>\n[lake]\npath = \"lake\"\n\n[teams]\n");
-    for (ns, team) in &config.teams {
+    for (ns, team) in config.teams.iter().map(|(n, t)| (n, t.team())) {
         toml_text.push_str(&format!("{ns:?} = {team:?}\n"));
     }
     Config::parse(&toml_text, "demo config").context("the demo's own config")?;
@@ -313,7 +313,9 @@ async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
 async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
-    let sections = report::build(args.kind, &session, &ctx.queries, &ctx.config, &window).await?;
+    let mut config = ctx.config.clone();
+    config.chargeback_by = args.by;
+    let sections = report::build(args.kind, &session, &ctx.queries, &config, &window).await?;
     match &args.output {
         // Several sections to a path: the path is a folder of <section>.<ext> files.
         Some(dir) if sections.len() > 1 => {

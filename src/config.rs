@@ -40,10 +40,101 @@ pub struct Config {
     pub queries: QueriesConfig,
     pub run: RunConfig,
     pub idle: IdleConfig,
+    pub focus: FocusConfig,
     /// namespace -> GPU quota, for namespaces without a ResourceQuota.
     pub quotas: BTreeMap<String, u32>,
-    /// namespace -> team (cost centre)
-    pub teams: BTreeMap<String, String>,
+    /// namespace -> team, or `{ team, cost_centre }`; wins over namespace labels.
+    pub teams: BTreeMap<String, TeamEntry>,
+    /// How `report chargeback` keys its rows; set by `--by`, not a config key.
+    #[serde(skip)]
+    pub chargeback_by: crate::report::chargeback::ChargeBy,
+}
+
+/// One `[teams]` entry: `ns = "team"` or `ns = { team = "...", cost_centre = "..." }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum TeamEntry {
+    Team(String),
+    Full {
+        team: String,
+        #[serde(default)]
+        cost_centre: Option<String>,
+    },
+}
+
+impl TeamEntry {
+    pub fn team(&self) -> &str {
+        match self {
+            TeamEntry::Team(t) | TeamEntry::Full { team: t, .. } => t,
+        }
+    }
+
+    pub fn cost_centre(&self) -> Option<&str> {
+        match self {
+            TeamEntry::Team(_) => None,
+            TeamEntry::Full { cost_centre, .. } => cost_centre.as_deref(),
+        }
+    }
+}
+
+/// Where the cost of a row that no tenant asked for (unallocated GPU time, a shared
+/// namespace) goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SpreadPolicy {
+    /// Stays on its own row.
+    #[default]
+    Separate,
+    /// Spread over the tenant namespaces in proportion to their cost.
+    Proportional,
+    /// Charged to one namespace.
+    Owner(String),
+}
+
+impl SpreadPolicy {
+    pub fn parse(text: &str) -> std::result::Result<SpreadPolicy, String> {
+        match text.trim() {
+            "separate" => Ok(SpreadPolicy::Separate),
+            "proportional" => Ok(SpreadPolicy::Proportional),
+            t => match t.strip_prefix("owner:") {
+                Some(ns) if !ns.trim().is_empty() => Ok(SpreadPolicy::Owner(ns.trim().to_string())),
+                _ => Err(format!("must be \"separate\", \"proportional\" or \"owner:<namespace>\", got {text:?}")),
+            },
+        }
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            SpreadPolicy::Separate => "separate".into(),
+            SpreadPolicy::Proportional => "proportional".into(),
+            SpreadPolicy::Owner(ns) => format!("owner:{ns}"),
+        }
+    }
+}
+
+/// The FinOps FOCUS export's fixed columns: who provides and bills the GPU pool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FocusConfig {
+    pub provider_name: String,
+    pub publisher_name: String,
+    pub invoice_issuer_name: String,
+    pub billing_account_id: String,
+    pub billing_account_name: String,
+    /// `x_Cluster` and the prefix of every `ResourceId`.
+    pub cluster: String,
+}
+
+impl Default for FocusConfig {
+    fn default() -> Self {
+        FocusConfig {
+            provider_name: "Internal GPU platform".into(),
+            publisher_name: "Internal GPU platform".into(),
+            invoice_issuer_name: "Internal GPU platform".into(),
+            billing_account_id: "gpu-pool".into(),
+            billing_account_name: "Shared GPU pool".into(),
+            cluster: "default".into(),
+        }
+    }
 }
 
 /// `gpuledger run`, the cron job.
@@ -147,6 +238,7 @@ pub struct MetricNames {
     pub resourcequota: String,
     pub node_capacity: String,
     pub kueue_pending: String,
+    pub namespace_labels: String,
 }
 
 impl Default for MetricNames {
@@ -173,6 +265,7 @@ impl Default for MetricNames {
             resourcequota: "kube_resourcequota".into(),
             node_capacity: "kube_node_status_capacity".into(),
             kueue_pending: "kueue_pending_workloads".into(),
+            namespace_labels: "kube_namespace_labels".into(),
         }
     }
 }
@@ -188,6 +281,10 @@ pub struct LabelNames {
     pub container: Vec<String>,
     /// kube_pod_labels labels that name the pod's team, first match wins.
     pub team: Vec<String>,
+    /// kube_namespace_labels labels that name a namespace's team, first match wins.
+    pub namespace_team: Vec<String>,
+    /// kube_namespace_labels labels that name a namespace's cost centre.
+    pub namespace_cost_centre: Vec<String>,
 }
 
 impl Default for LabelNames {
@@ -199,6 +296,8 @@ impl Default for LabelNames {
             pod: v(&["pod", "pod_name"]),
             container: v(&["container", "container_name"]),
             team: v(&["label_team", "label_cost_center"]),
+            namespace_team: v(&["label_team"]),
+            namespace_cost_centre: v(&["label_cost_centre", "label_cost_center", "label_costcenter"]),
         }
     }
 }
@@ -208,16 +307,55 @@ impl Default for LabelNames {
 pub struct PricingConfig {
     pub currency: String,
     pub basis: CostBasis,
+    /// `separate | proportional | owner:<namespace>`: where `__unallocated__` cost goes.
+    pub idle_policy: String,
+    /// Namespaces run for everyone (e.g. kube-system); their cost is spread by `shared_policy`.
+    pub shared_namespaces: Vec<String>,
+    pub shared_policy: String,
     pub power: PowerPricing,
     pub gpu: Vec<GpuPrice>,
+    /// Price per CPU core-hour requested, with dates; none = CPU is not charged.
+    pub cpu: Vec<RatePrice>,
+    /// Price per GiB-hour of memory requested, with dates; none = memory is not charged.
+    pub memory: Vec<RatePrice>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PowerPricing {
+    /// The flat rate, and the rate at times no tariff band covers.
     pub price_per_kwh: f64,
     pub pue: f64,
     pub effective_from: NaiveDate,
+    /// Grid carbon intensity, g CO2e per kWh; none = no carbon column.
+    pub carbon_g_per_kwh: Option<f64>,
+    /// IANA time zone the tariff bands' hours and days are in.
+    pub timezone: String,
+    /// Time-of-use bands; the rows with the latest `effective_from` on or before an instant
+    /// form the tariff then, and the first band matching the local hour and weekday wins.
+    pub tariff: Vec<TariffBand>,
+}
+
+/// One time-of-use band: `hours = "22:00-06:00"` (local, may wrap midnight), on `days`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TariffBand {
+    pub name: String,
+    pub price_per_kwh: f64,
+    #[serde(default = "all_day")]
+    pub hours: String,
+    #[serde(default = "all_days")]
+    pub days: Vec<String>,
+    #[serde(default = "epoch_date")]
+    pub effective_from: NaiveDate,
+}
+
+fn all_day() -> String {
+    "00:00-24:00".into()
+}
+
+fn all_days() -> Vec<String> {
+    ["mon", "tue", "wed", "thu", "fri", "sat", "sun"].map(String::from).to_vec()
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -225,6 +363,19 @@ pub struct PowerPricing {
 pub struct GpuPrice {
     /// DCGM `modelName`, e.g. "NVIDIA H100 80GB HBM3".
     pub model: String,
+    /// A MIG profile (e.g. "3g.40gb"): the price is then per hour of that instance. Without
+    /// one, MIG instances of the model pay the GPU price times their share.
+    #[serde(default)]
+    pub mig_profile: Option<String>,
+    pub price_per_hour: f64,
+    #[serde(default = "epoch_date")]
+    pub effective_from: NaiveDate,
+}
+
+/// A dated rate (CPU core-hour, memory GiB-hour).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RatePrice {
     pub price_per_hour: f64,
     #[serde(default = "epoch_date")]
     pub effective_from: NaiveDate,
@@ -280,7 +431,14 @@ impl Default for PrometheusConfig {
 
 impl Default for PowerPricing {
     fn default() -> Self {
-        PowerPricing { price_per_kwh: 0.12, pue: 1.3, effective_from: epoch_date() }
+        PowerPricing {
+            price_per_kwh: 0.12,
+            pue: 1.3,
+            effective_from: epoch_date(),
+            carbon_g_per_kwh: None,
+            timezone: "UTC".into(),
+            tariff: Vec::new(),
+        }
     }
 }
 
@@ -295,8 +453,13 @@ impl Default for PricingConfig {
         PricingConfig {
             currency: "USD".into(),
             basis: CostBasis::Cloud,
+            idle_policy: "separate".into(),
+            shared_namespaces: Vec::new(),
+            shared_policy: "separate".into(),
             power: PowerPricing::default(),
             gpu: default_gpu_prices(),
+            cpu: Vec::new(),
+            memory: Vec::new(),
         }
     }
 }
@@ -311,8 +474,10 @@ impl Default for Config {
             queries: QueriesConfig::default(),
             run: RunConfig::default(),
             idle: IdleConfig::default(),
+            focus: FocusConfig::default(),
             quotas: BTreeMap::new(),
             teams: BTreeMap::new(),
+            chargeback_by: Default::default(),
         }
     }
 }
@@ -325,7 +490,7 @@ pub fn default_gpu_prices() -> Vec<GpuPrice> {
         ("NVIDIA L4", 0.80),
     ]
     .into_iter()
-    .map(|(model, price)| GpuPrice { model: model.into(), price_per_hour: price, effective_from: epoch_date() })
+    .map(|(model, price)| GpuPrice { model: model.into(), mig_profile: None, price_per_hour: price, effective_from: epoch_date() })
     .collect()
 }
 
@@ -412,8 +577,63 @@ impl Config {
             if !(g.price_per_hour.is_finite() && g.price_per_hour >= 0.0) {
                 return Err(invalid(&format!("{key}.price_per_hour"), format!("must be a finite number >= 0, got {}", g.price_per_hour)));
             }
-            if !seen.insert((g.model.clone(), g.effective_from)) {
+            if let Some(p) = &g.mig_profile {
+                if crate::collect::dcgm::parse_mig_slices(p).is_none() {
+                    return Err(invalid(&format!("{key}.mig_profile"), format!("must be a MIG profile such as \"3g.40gb\", got {p:?}")));
+                }
+            }
+            if !seen.insert((g.model.clone(), g.mig_profile.clone(), g.effective_from)) {
                 return Err(invalid(&key, format!("duplicate price for {:?} effective {}", g.model, g.effective_from)));
+            }
+        }
+        for (name, rates) in [("pricing.cpu", &self.pricing.cpu), ("pricing.memory", &self.pricing.memory)] {
+            let mut dates = std::collections::BTreeSet::new();
+            for (i, r) in rates.iter().enumerate() {
+                if !(r.price_per_hour.is_finite() && r.price_per_hour >= 0.0) {
+                    return Err(invalid(&format!("{name}[{i}].price_per_hour"), format!("must be a finite number >= 0, got {}", r.price_per_hour)));
+                }
+                if !dates.insert(r.effective_from) {
+                    return Err(invalid(&format!("{name}[{i}]"), format!("two rates effective {}", r.effective_from)));
+                }
+            }
+        }
+        if let Some(c) = p.carbon_g_per_kwh {
+            if !(c.is_finite() && c >= 0.0) {
+                return Err(invalid("pricing.power.carbon_g_per_kwh", format!("must be a number >= 0, got {c}")));
+            }
+        }
+        crate::tariff::parse_timezone(&p.timezone).map_err(|m| invalid("pricing.power.timezone", m))?;
+        for (i, band) in p.tariff.iter().enumerate() {
+            let key = format!("pricing.power.tariff[{i}]");
+            if !(band.price_per_kwh.is_finite() && band.price_per_kwh >= 0.0) {
+                return Err(invalid(&format!("{key}.price_per_kwh"), format!("must be a finite number >= 0, got {}", band.price_per_kwh)));
+            }
+            crate::tariff::parse_hours(&band.hours).map_err(|m| invalid(&format!("{key}.hours"), m))?;
+            crate::tariff::parse_days(&band.days).map_err(|m| invalid(&format!("{key}.days"), m))?;
+            if band.name.trim().is_empty() {
+                return Err(invalid(&format!("{key}.name"), "must not be empty".into()));
+            }
+        }
+        SpreadPolicy::parse(&self.pricing.idle_policy).map_err(|m| invalid("pricing.idle_policy", m))?;
+        SpreadPolicy::parse(&self.pricing.shared_policy).map_err(|m| invalid("pricing.shared_policy", m))?;
+        for (i, ns) in self.pricing.shared_namespaces.iter().enumerate() {
+            if ns.trim().is_empty() || ns == "__unallocated__" {
+                return Err(invalid(&format!("pricing.shared_namespaces[{i}]"), format!("must name a namespace, got {ns:?}")));
+            }
+        }
+        if let SpreadPolicy::Owner(owner) = self.idle_policy() {
+            if self.pricing.shared_namespaces.contains(&owner) {
+                return Err(invalid("pricing.idle_policy", format!("owner {owner:?} is itself a shared namespace")));
+            }
+        }
+        if let SpreadPolicy::Owner(owner) = self.shared_policy() {
+            if self.pricing.shared_namespaces.contains(&owner) {
+                return Err(invalid("pricing.shared_policy", format!("owner {owner:?} is itself a shared namespace")));
+            }
+        }
+        for (ns, entry) in &self.teams {
+            if entry.team().trim().is_empty() {
+                return Err(invalid(&format!("teams.{ns}"), "team must not be empty".into()));
             }
         }
         if !(self.run.min_completeness_pct.is_finite() && (0.0..=100.0).contains(&self.run.min_completeness_pct)) {
@@ -431,6 +651,15 @@ impl Config {
     }
 
     pub fn team_of(&self, namespace: &str) -> Option<&str> {
-        self.teams.get(namespace).map(String::as_str)
+        self.teams.get(namespace).map(TeamEntry::team)
+    }
+
+    /// Validated at load; a bad value falls back to the default.
+    pub fn idle_policy(&self) -> SpreadPolicy {
+        SpreadPolicy::parse(&self.pricing.idle_policy).unwrap_or_default()
+    }
+
+    pub fn shared_policy(&self) -> SpreadPolicy {
+        SpreadPolicy::parse(&self.pricing.shared_policy).unwrap_or_default()
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Decimal128Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::array::{Decimal128Array, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use chrono::{NaiveDate, NaiveTime};
 use datafusion::common::{ParamValues, ScalarValue};
@@ -88,7 +88,7 @@ impl SessionBuilder {
         for table in Table::ALL {
             register_lake_table(&ctx, lake, table).await?;
         }
-        register_price_tables(&ctx, config)?;
+        register_price_tables(&ctx, lake, config)?;
         register_views(&ctx).await?;
         Ok(ctx)
     }
@@ -154,31 +154,97 @@ fn to_decimal(v: f64) -> i128 {
     (v * 10f64.powi(PRICE_SCALE as i32)).round() as i128
 }
 
-/// `gpu_prices(model, price_per_hour, effective_from, effective_to)` and
-/// `power_prices(price_per_kwh, pue, effective_from, effective_to)`: each price row valid on
-/// `[effective_from, effective_to)`, so a window that spans a change is priced piecewise.
-fn register_price_tables(ctx: &SessionContext, config: &Config) -> Result<()> {
-    let far_future = NaiveDate::from_ymd_opt(9999, 1, 1).expect("valid date");
-    let ms = |d: NaiveDate| d.and_time(NaiveTime::MIN).and_utc().timestamp_millis();
-    let ts_field = |name: &str| Field::new(name, crate::lake::schema::ts_type(), false);
-    let dec = DataType::Decimal128(PRICE_PRECISION, PRICE_SCALE);
+/// The config as tables, so every rollup is a join a finance user can read:
+/// `gpu_prices`, `cpu_prices`, `memory_prices` (each row valid on `[effective_from,
+/// effective_to)`, so a window spanning a change is priced piecewise), `tariff_bands` (as
+/// configured), `power_tariff` (the tariff resolved onto 15-minute UTC buckets over the
+/// lake's days) and `teams` (from the config).
+fn register_price_tables(ctx: &SessionContext, lake: &Lake, config: &Config) -> Result<()> {
+    register_gpu_prices(ctx, config)?;
+    register_rates(ctx, "cpu_prices", "price_per_core_hour", &config.pricing.cpu)?;
+    register_rates(ctx, "memory_prices", "price_per_gib_hour", &config.pricing.memory)?;
+    register_tariff(ctx, lake, config)?;
+    register_calendar(ctx, lake)?;
+    register_teams(ctx, config)
+}
 
+/// `calendar(date, day_start, day_end)`: the UTC days from the lake's first to its last
+/// partition, for cutting intervals (pod runs) at day boundaries.
+fn register_calendar(ctx: &SessionContext, lake: &Lake) -> Result<()> {
+    let mut first: Option<NaiveDate> = None;
+    let mut last: Option<NaiveDate> = None;
+    for table in Table::ALL {
+        let days = lake.dates(table).unwrap_or_default();
+        if let (Some(a), Some(b)) = (days.first(), days.last()) {
+            first = Some(first.map_or(*a, |f| f.min(*a)));
+            last = Some(last.map_or(*b, |l| l.max(*b)));
+        }
+    }
+    let days: Vec<NaiveDate> = match (first, last) {
+        (Some(a), Some(b)) => a.iter_days().take_while(|d| *d <= b).collect(),
+        _ => Vec::new(),
+    };
+    let schema = Arc::new(Schema::new(vec![Field::new("date", DataType::Utf8, false), ts_field("day_start"), ts_field("day_end")]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(days.iter().map(|d| d.to_string()).collect::<Vec<_>>())),
+            Arc::new(ts_array(days.iter().map(|d| day_ms(*d)).collect())),
+            Arc::new(ts_array(days.iter().map(|d| day_ms(*d) + 86_400_000).collect())),
+        ],
+    )
+    .map_err(setup)?;
+    register_mem(ctx, "calendar", schema, batch)
+}
+
+fn far_future() -> NaiveDate {
+    NaiveDate::from_ymd_opt(9999, 1, 1).expect("valid date")
+}
+
+fn day_ms(d: NaiveDate) -> i64 {
+    d.and_time(NaiveTime::MIN).and_utc().timestamp_millis()
+}
+
+fn ts_array(values: Vec<i64>) -> TimestampMillisecondArray {
+    TimestampMillisecondArray::from(values).with_timezone("UTC")
+}
+
+fn dec_array(values: Vec<Option<f64>>) -> Result<Decimal128Array> {
+    Decimal128Array::from(values.into_iter().map(|v| v.map(to_decimal)).collect::<Vec<_>>())
+        .with_precision_and_scale(PRICE_PRECISION, PRICE_SCALE)
+        .map_err(setup)
+}
+
+fn ts_field(name: &str) -> Field {
+    Field::new(name, crate::lake::schema::ts_type(), false)
+}
+
+fn dec_type() -> DataType {
+    DataType::Decimal128(PRICE_PRECISION, PRICE_SCALE)
+}
+
+fn register_gpu_prices(ctx: &SessionContext, config: &Config) -> Result<()> {
     let mut gpu = config.pricing.gpu.clone();
-    gpu.sort_by(|a, b| (&a.model, a.effective_from).cmp(&(&b.model, b.effective_from)));
-    let mut models = Vec::new();
-    let mut prices = Vec::new();
-    let mut from = Vec::new();
-    let mut to = Vec::new();
+    gpu.sort_by(|a, b| (&a.model, &a.mig_profile, a.effective_from).cmp(&(&b.model, &b.mig_profile, b.effective_from)));
+    let (mut models, mut profiles, mut prices, mut slice, mut from, mut to) = (vec![], vec![], vec![], vec![], vec![], vec![]);
     for (i, p) in gpu.iter().enumerate() {
-        let next = gpu.get(i + 1).filter(|n| n.model == p.model).map(|n| n.effective_from).unwrap_or(far_future);
+        let next = gpu
+            .get(i + 1)
+            .filter(|n| n.model == p.model && n.mig_profile == p.mig_profile)
+            .map(|n| n.effective_from)
+            .unwrap_or_else(far_future);
         models.push(p.model.clone());
-        prices.push(to_decimal(p.price_per_hour));
-        from.push(ms(p.effective_from));
-        to.push(ms(next));
+        profiles.push(p.mig_profile.clone());
+        prices.push(Some(p.price_per_hour));
+        slice.push(p.mig_profile.as_deref().map_or(1.0, |m| crate::collect::dcgm::mig_share(m, &p.model)));
+        from.push(day_ms(p.effective_from));
+        to.push(day_ms(next));
     }
     let schema = Arc::new(Schema::new(vec![
         Field::new("model", DataType::Utf8, false),
-        Field::new("price_per_hour", dec.clone(), false),
+        Field::new("mig_profile", DataType::Utf8, true),
+        Field::new("price_per_hour", dec_type(), false),
+        Field::new("slice_share", DataType::Float64, false),
         ts_field("effective_from"),
         ts_field("effective_to"),
     ]));
@@ -186,42 +252,106 @@ fn register_price_tables(ctx: &SessionContext, config: &Config) -> Result<()> {
         schema.clone(),
         vec![
             Arc::new(StringArray::from(models)),
-            Arc::new(Decimal128Array::from(prices).with_precision_and_scale(PRICE_PRECISION, PRICE_SCALE).map_err(setup)?),
-            Arc::new(TimestampMillisecondArray::from(from).with_timezone("UTC")),
-            Arc::new(TimestampMillisecondArray::from(to).with_timezone("UTC")),
+            Arc::new(StringArray::from(profiles)),
+            Arc::new(dec_array(prices)?),
+            Arc::new(Float64Array::from(slice)),
+            Arc::new(ts_array(from)),
+            Arc::new(ts_array(to)),
         ],
     )
     .map_err(setup)?;
-    register_mem(ctx, "gpu_prices", schema, batch)?;
+    register_mem(ctx, "gpu_prices", schema, batch)
+}
 
+fn register_rates(ctx: &SessionContext, name: &str, column: &str, rates: &[crate::config::RatePrice]) -> Result<()> {
+    let mut rates = rates.to_vec();
+    rates.sort_by_key(|r| r.effective_from);
+    let to: Vec<i64> = (0..rates.len()).map(|i| day_ms(rates.get(i + 1).map_or_else(far_future, |n| n.effective_from))).collect();
+    let schema = Arc::new(Schema::new(vec![Field::new(column, dec_type(), false), ts_field("effective_from"), ts_field("effective_to")]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(dec_array(rates.iter().map(|r| Some(r.price_per_hour)).collect())?),
+            Arc::new(ts_array(rates.iter().map(|r| day_ms(r.effective_from)).collect())),
+            Arc::new(ts_array(to)),
+        ],
+    )
+    .map_err(setup)?;
+    register_mem(ctx, name, schema, batch)
+}
+
+fn register_tariff(ctx: &SessionContext, lake: &Lake, config: &Config) -> Result<()> {
     let p = &config.pricing.power;
+    // The bands as configured, for people reading the tariff.
     let schema = Arc::new(Schema::new(vec![
-        Field::new("price_per_kwh", dec.clone(), false),
-        Field::new("pue", dec, false),
-        ts_field("effective_from"),
-        ts_field("effective_to"),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("price_per_kwh", dec_type(), false),
+        Field::new("hours", DataType::Utf8, false),
+        Field::new("days", DataType::Utf8, false),
+        Field::new("timezone", DataType::Utf8, false),
+        Field::new("effective_from", DataType::Utf8, false),
     ]));
     let batch = RecordBatch::try_new(
         schema.clone(),
         vec![
-            Arc::new(Decimal128Array::from(vec![to_decimal(p.price_per_kwh)]).with_precision_and_scale(PRICE_PRECISION, PRICE_SCALE).map_err(setup)?),
-            Arc::new(Decimal128Array::from(vec![to_decimal(p.pue)]).with_precision_and_scale(PRICE_PRECISION, PRICE_SCALE).map_err(setup)?),
-            Arc::new(TimestampMillisecondArray::from(vec![ms(p.effective_from)]).with_timezone("UTC")),
-            Arc::new(TimestampMillisecondArray::from(vec![ms(far_future)]).with_timezone("UTC")),
+            Arc::new(StringArray::from(p.tariff.iter().map(|b| b.name.clone()).collect::<Vec<_>>())),
+            Arc::new(dec_array(p.tariff.iter().map(|b| Some(b.price_per_kwh)).collect())?),
+            Arc::new(StringArray::from(p.tariff.iter().map(|b| b.hours.clone()).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(p.tariff.iter().map(|b| b.days.join(",")).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(vec![p.timezone.clone(); p.tariff.len()])),
+            Arc::new(StringArray::from(p.tariff.iter().map(|b| b.effective_from.to_string()).collect::<Vec<_>>())),
         ],
     )
     .map_err(setup)?;
-    register_mem(ctx, "power_prices", schema, batch)?;
+    register_mem(ctx, "tariff_bands", schema, batch)?;
 
-    let (ns, teams): (Vec<String>, Vec<String>) = config.teams.iter().map(|(k, v)| (k.clone(), v.clone())).unzip();
+    // The resolved grid over the days the lake holds GPU samples for.
+    let tariff = crate::tariff::Tariff::from_config(p).map_err(setup)?;
+    let days = lake.dates(Table::GpuSamples).unwrap_or_default();
+    let grid = match (days.first(), days.last()) {
+        (Some(first), Some(last)) => tariff.grid(day_ms(*first), day_ms(*last) + 86_400_000),
+        _ => Vec::new(),
+    };
+    let n = grid.len();
+    let schema = Arc::new(Schema::new(vec![
+        ts_field("bucket_start"),
+        ts_field("bucket_end"),
+        Field::new("band", DataType::Utf8, false),
+        Field::new("price_per_kwh", dec_type(), false),
+        Field::new("pue", dec_type(), false),
+        Field::new("carbon_g_per_kwh", dec_type(), true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(ts_array(grid.iter().map(|(t, _)| *t).collect())),
+            Arc::new(ts_array(grid.iter().map(|(t, _)| t + crate::tariff::BUCKET_MS).collect())),
+            Arc::new(StringArray::from(grid.iter().map(|(_, r)| r.band.clone()).collect::<Vec<_>>())),
+            Arc::new(dec_array(grid.iter().map(|(_, r)| Some(r.price_per_kwh)).collect())?),
+            Arc::new(dec_array(vec![Some(p.pue); n])?),
+            Arc::new(dec_array(vec![p.carbon_g_per_kwh; n])?),
+        ],
+    )
+    .map_err(setup)?;
+    register_mem(ctx, "power_tariff", schema, batch)
+}
+
+fn register_teams(ctx: &SessionContext, config: &Config) -> Result<()> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("namespace", DataType::Utf8, false),
         Field::new("team", DataType::Utf8, false),
+        Field::new("cost_centre", DataType::Utf8, true),
     ]));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ns)), Arc::new(StringArray::from(teams))])
-        .map_err(setup)?;
-    register_mem(ctx, "teams", schema, batch)?;
-    Ok(())
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(config.teams.keys().cloned().collect::<Vec<_>>())),
+            Arc::new(StringArray::from(config.teams.values().map(|t| t.team().to_string()).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(config.teams.values().map(|t| t.cost_centre().map(str::to_string)).collect::<Vec<_>>())),
+        ],
+    )
+    .map_err(setup)?;
+    register_mem(ctx, "teams", schema, batch)
 }
 
 fn setup(e: impl std::fmt::Display) -> EngineError {

@@ -17,4 +17,5 @@ pub mod progress;
 pub mod queries;
 pub mod report;
 pub mod simulate;
+pub mod tariff;
 pub mod timewin;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 /// (name, SQL) of every built-in query.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback", include_str!("../queries/chargeback.sql")),
+    ("teams", include_str!("../queries/teams.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
-    ("chargeback_models", include_str!("../queries/chargeback_models.sql")),
     ("completeness", include_str!("../queries/completeness.sql")),
     ("gaps", include_str!("../queries/gaps.sql")),
     ("events", include_str!("../queries/events.sql")),

@@ -15,8 +15,10 @@
 --   mem_used_mib: framebuffer used, MiB
 --   power_w: power draw, W
 --   energy_kwh: energy over the step, kWh (the slice's share)
---   cloud_cost: gpu_hours x the GPU model's price per hour on that date
---   power_cost: energy_kwh x PUE x the price per kWh on that date
+--   cloud_cost: GPU cost: gpu_hours x the GPU model's price per hour on that date (a MIG slice with its own profile price: instance-hours x that price)
+--   power_cost: energy_kwh x PUE x the tariff's price per kWh in the 15 minutes the row starts in
+--   tariff_band: the tariff band (or "flat") that priced the row's energy
+--   carbon_kg: energy_kwh x PUE x grid carbon intensity, NULL when none is configured
 SELECT
   s.ts,
   s.date,
@@ -34,13 +36,22 @@ SELECT
   s.mem_used_mib,
   s.power_w,
   COALESCE(s.energy_j, 0) / 3600000.0                              AS energy_kwh,
-  CAST(CAST(ROUND(s.share * s.step_s * 1000000) AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
-       / CAST(3600000000 AS DECIMAL(38, 0)) AS DECIMAL(30, 12))     AS cloud_cost,
+  CAST(CASE
+    WHEN gm.model IS NOT NULL
+      THEN CAST(CAST(ROUND(s.share / gm.slice_share * s.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * gm.price_per_hour
+    ELSE CAST(CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
+  END / CAST(3600000000 AS DECIMAL(38, 0)) AS DECIMAL(30, 12))      AS cloud_cost,
   CAST(CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh
-       / CAST(3600000000 AS DECIMAL(38, 0)) AS DECIMAL(30, 12))     AS power_cost
+       / CAST(3600000000 AS DECIMAL(38, 0)) AS DECIMAL(30, 12))     AS power_cost,
+  p.band                                                           AS tariff_band,
+  CAST(COALESCE(s.energy_j, 0) / 3600000.0 * CAST(p.pue AS DOUBLE) * CAST(p.carbon_g_per_kwh AS DOUBLE) / 1000.0 AS DOUBLE) AS carbon_kg
 FROM gpu_samples s
 LEFT JOIN teams t ON t.namespace = CAST(s.namespace AS VARCHAR)
+LEFT JOIN gpu_prices gm
+  ON CAST(s.gpu_model AS VARCHAR) = gm.model AND CAST(s.mig_profile AS VARCHAR) = gm.mig_profile
+ AND s.ts >= gm.effective_from AND s.ts < gm.effective_to
 LEFT JOIN gpu_prices g
-  ON CAST(s.gpu_model AS VARCHAR) = g.model AND s.ts >= g.effective_from AND s.ts < g.effective_to
-LEFT JOIN power_prices p
-  ON s.ts >= p.effective_from AND s.ts < p.effective_to
+  ON CAST(s.gpu_model AS VARCHAR) = g.model AND g.mig_profile IS NULL
+ AND s.ts >= g.effective_from AND s.ts < g.effective_to
+LEFT JOIN power_tariff p
+  ON date_bin(INTERVAL '15 minutes', s.ts) = p.bucket_start

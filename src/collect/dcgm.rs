@@ -94,6 +94,13 @@ struct Cell {
 }
 
 /// The fraction of a GPU a MIG profile holds: `3g.40gb` -> 3/7 (4 slices on an A30).
+/// The compute slices of a MIG profile name ("3g.40gb" -> 3, "1g.10gb+me" -> 1).
+pub fn parse_mig_slices(profile: &str) -> Option<u32> {
+    let (n, rest) = profile.trim().split_once('g')?;
+    let n: u32 = n.parse().ok()?;
+    (n >= 1 && n <= 8 && rest.starts_with('.')).then_some(n)
+}
+
 pub fn mig_share(profile: &str, model: &str) -> f64 {
     let slices: f64 = profile.split('g').next().and_then(|n| n.parse().ok()).unwrap_or(7.0);
     let total = if model.contains("A30") { 4.0 } else { 7.0 };

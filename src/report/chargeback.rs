@@ -1,241 +1,546 @@
-//! The monthly chargeback: GPU-hours, utilisation, energy, power and cloud cost per
-//! namespace, the `__unallocated__` row, and the conservation line (rows sum to the
-//! cluster total, checked against an independent scan).
+//! The monthly chargeback: GPU-hours, utilisation, energy, power, GPU, CPU and memory cost,
+//! carbon, the idle and shared-namespace spread, per namespace, team or cost centre; the
+//! `__unallocated__` row; and the conservation line (rows sum to the cluster total, checked
+//! against an independent scan).
+//!
+//! Everything is summed from `queries/chargeback.sql`'s detail rows (namespace x GPU model x
+//! MIG profile x day), which the by-model report and the FOCUS export use too, so all three
+//! agree to the unit.
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Int64Type};
+use std::collections::BTreeMap;
+
 use datafusion::prelude::SessionContext;
 use serde_json::{Map, Value};
 
+use super::columns::{decimals, ints, strs, window_params};
 use super::money::{apportion, format_units, round_ratio};
 use super::render::{Cell, Report};
 use super::{ReportError, Result};
-use crate::config::{Config, CostBasis};
-use super::columns::window_params;
+use crate::config::{Config, CostBasis, SpreadPolicy};
 use crate::engine::run_query;
 use crate::queries::Queries;
 use crate::timewin::Window;
 
-/// GPU-microseconds per GPU-hour, millijoules per kWh.
-const US_PER_HOUR: i128 = 3_600_000_000;
-const MJ_PER_KWH: i128 = 3_600_000_000;
+const R: &str = "chargeback";
 
-/// One namespace's exact quantities, as summed by `queries/chargeback.sql`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChargebackRow {
-    pub namespace: String,
-    pub team: Option<String>,
+/// GPU-microseconds per GPU-hour, millijoules per kWh.
+pub const US_PER_HOUR: i128 = 3_600_000_000;
+pub const MJ_PER_KWH: i128 = 3_600_000_000;
+/// Money is kept as DECIMAL(38, 12) of (price per hour x microseconds) or (price per kWh x
+/// millijoules): one currency unit is this many raw units.
+pub const MONEY_SCALE: u32 = 12;
+pub const RAW_PER_UNIT: i128 = 3_600_000_000 * 1_000_000_000_000;
+
+pub const UNALLOCATED: &str = "__unallocated__";
+pub const UNASSIGNED: &str = "__unassigned__";
+
+/// How the chargeback's rows are keyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ChargeBy {
+    #[default]
+    Namespace,
+    Team,
+    CostCentre,
+}
+
+impl ChargeBy {
+    pub fn column(self) -> &'static str {
+        match self {
+            ChargeBy::Namespace => "namespace",
+            ChargeBy::Team => "team",
+            ChargeBy::CostCentre => "cost_centre",
+        }
+    }
+}
+
+/// Exact quantities: integers, and money in raw units (see `RAW_PER_UNIT`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quantities {
     pub gpu_us: i64,
     pub energy_mj: i64,
     pub util_gpu_us: i64,
-    /// Exact decimal (units, scale).
-    pub cloud_cost: (i128, u32),
-    pub power_cost: (i128, u32),
+    pub gpu_cost: i128,
+    pub power_cost: i128,
+    pub carbon_mg: i128,
     pub unpriced_gpu_us: i64,
+    pub request_based_gpu_us: i64,
+    pub core_us: i64,
+    pub cpu_cost: i128,
+    pub gib_us: i64,
+    pub memory_cost: i128,
+}
+
+impl Quantities {
+    pub fn add(&mut self, o: &Quantities) {
+        self.gpu_us += o.gpu_us;
+        self.energy_mj += o.energy_mj;
+        self.util_gpu_us += o.util_gpu_us;
+        self.gpu_cost += o.gpu_cost;
+        self.power_cost += o.power_cost;
+        self.carbon_mg += o.carbon_mg;
+        self.unpriced_gpu_us += o.unpriced_gpu_us;
+        self.request_based_gpu_us += o.request_based_gpu_us;
+        self.core_us += o.core_us;
+        self.cpu_cost += o.cpu_cost;
+        self.gib_us += o.gib_us;
+        self.memory_cost += o.memory_cost;
+    }
+
+    /// GPU, CPU and memory at cloud prices.
+    pub fn cloud_cost(&self) -> i128 {
+        self.gpu_cost + self.cpu_cost + self.memory_cost
+    }
+
+    pub fn basis_cost(&self, basis: CostBasis) -> i128 {
+        match basis {
+            CostBasis::Cloud => self.cloud_cost(),
+            CostBasis::Power => self.power_cost,
+        }
+    }
+}
+
+/// One detail row of `queries/chargeback.sql`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetailRow {
+    pub namespace: String,
+    /// None on CPU / memory rows.
+    pub gpu_model: Option<String>,
+    pub mig_profile: Option<String>,
+    /// UTC day, YYYY-MM-DD.
+    pub date: String,
+    pub q: Quantities,
+}
+
+/// Team and cost centre of a namespace.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Owner {
+    pub team: Option<String>,
+    pub cost_centre: Option<String>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Chargeback {
     pub window: Window,
-    pub rows: Vec<ChargebackRow>,
+    pub detail: Vec<DetailRow>,
+    pub owners: BTreeMap<String, Owner>,
     pub cluster_gpu_us: i64,
     pub cluster_energy_mj: i64,
     pub cluster_rows: i64,
     pub cluster_gpus: i64,
 }
 
-fn shape(detail: impl Into<String>) -> ReportError {
-    ReportError::Shape { report: "chargeback", detail: detail.into() }
+/// A namespace's totals after the idle / shared spread.
+#[derive(Debug, Clone)]
+pub struct NamespaceCharge {
+    pub namespace: String,
+    pub owner: Owner,
+    pub q: Quantities,
+    /// Raw money moved onto (positive) or off (negative) this row by the spread policies.
+    pub spread: i128,
 }
 
-fn i64_at(batch: &RecordBatch, name: &str, row: usize) -> Result<i64> {
-    let col = batch.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
-    let col = arrow::compute::cast(col, &DataType::Int64).map_err(|e| shape(e.to_string()))?;
-    let arr = col.as_primitive::<Int64Type>();
-    Ok(if arr.is_null(row) { 0 } else { arr.value(row) })
-}
-
-fn decimal_at(batch: &RecordBatch, name: &str, row: usize) -> Result<(i128, u32)> {
-    let col = batch.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
-    match col.data_type() {
-        DataType::Decimal128(_, s) if *s >= 0 => {
-            let arr = col.as_primitive::<arrow::datatypes::Decimal128Type>();
-            Ok((if arr.is_null(row) { 0 } else { arr.value(row) }, *s as u32))
-        }
-        other => Err(shape(format!("{name} is {other}, expected DECIMAL"))),
+impl NamespaceCharge {
+    pub fn total(&self, basis: CostBasis) -> i128 {
+        self.q.basis_cost(basis) + self.spread
     }
 }
 
-fn str_at(batch: &RecordBatch, name: &str, row: usize) -> Result<Option<String>> {
-    let col = batch.column_by_name(name).ok_or_else(|| shape(format!("no column {name}")))?;
-    let col = arrow::compute::cast(col, &DataType::Utf8).map_err(|e| shape(e.to_string()))?;
-    let arr = col.as_string::<i32>();
-    Ok((!arr.is_null(row)).then(|| arr.value(row).to_string()))
+fn shape(detail: impl Into<String>) -> ReportError {
+    ReportError::Shape { report: R, detail: detail.into() }
 }
 
-/// Runs the chargeback SQL and the independent cluster-total scan for `window`.
+fn raw(v: (i128, u32)) -> Result<i128> {
+    if v.1 > MONEY_SCALE {
+        return Err(shape(format!("money at scale {} (expected at most {MONEY_SCALE})", v.1)));
+    }
+    Ok(v.0 * 10i128.pow(MONEY_SCALE - v.1))
+}
+
+/// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
 pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
-    let sql = queries.get("chargeback")?;
-    let batches = run_query(ctx, "chargeback", &sql, window_params(window)).await?;
-    let mut rows = Vec::new();
-    for b in &batches {
-        for r in 0..b.num_rows() {
-            rows.push(ChargebackRow {
-                namespace: str_at(b, "namespace", r)?.ok_or_else(|| shape("null namespace"))?,
-                team: str_at(b, "team", r)?,
-                gpu_us: i64_at(b, "gpu_us", r)?,
-                energy_mj: i64_at(b, "energy_mj", r)?,
-                util_gpu_us: i64_at(b, "util_gpu_us", r)?,
-                cloud_cost: decimal_at(b, "cloud_cost", r)?,
-                power_cost: decimal_at(b, "power_cost", r)?,
-                unpriced_gpu_us: i64_at(b, "unpriced_gpu_us", r)?,
+    let mut detail = Vec::new();
+    for b in &run_query(ctx, R, &queries.get(R)?, window_params(window)).await? {
+        let (ns, model, profile, date) = (strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, strs(R, b, "date")?);
+        let int = |name| ints(R, b, name);
+        let (gpu_us, energy, util, unpriced, req, core, gib) =
+            (int("gpu_us")?, int("energy_mj")?, int("util_gpu_us")?, int("unpriced_gpu_us")?, int("request_based_gpu_us")?, int("core_us")?, int("gib_us")?);
+        let dec = |name| decimals(R, b, name);
+        let (gpu_cost, power, carbon, cpu, mem) = (dec("gpu_cost_us")?, dec("power_cost_mj")?, dec("carbon_mg")?, dec("cpu_cost_us")?, dec("mem_cost_us")?);
+        for i in 0..b.num_rows() {
+            detail.push(DetailRow {
+                namespace: ns[i].clone().ok_or_else(|| shape("null namespace"))?,
+                gpu_model: model[i].clone(),
+                mig_profile: profile[i].clone(),
+                date: date[i].clone().ok_or_else(|| shape("null date"))?,
+                q: Quantities {
+                    gpu_us: gpu_us[i].unwrap_or(0),
+                    energy_mj: energy[i].unwrap_or(0),
+                    util_gpu_us: util[i].unwrap_or(0),
+                    gpu_cost: raw(gpu_cost[i])?,
+                    power_cost: raw(power[i])?,
+                    carbon_mg: raw(carbon[i])?,
+                    unpriced_gpu_us: unpriced[i].unwrap_or(0),
+                    request_based_gpu_us: req[i].unwrap_or(0),
+                    core_us: core[i].unwrap_or(0),
+                    cpu_cost: raw(cpu[i])?,
+                    gib_us: gib[i].unwrap_or(0),
+                    memory_cost: raw(mem[i])?,
+                },
             });
         }
     }
-    rows.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    detail.sort_by(|a, b| (&a.namespace, &a.gpu_model, &a.mig_profile, &a.date).cmp(&(&b.namespace, &b.gpu_model, &b.mig_profile, &b.date)));
 
-    let sql = queries.get("cluster_totals")?;
-    let totals = run_query(ctx, "cluster_totals", &sql, window_params(window)).await?;
+    let mut owners = BTreeMap::new();
+    for b in &run_query(ctx, "teams", &queries.get("teams")?, vec![]).await? {
+        let (ns, team, cc) = (strs(R, b, "namespace")?, strs(R, b, "team")?, strs(R, b, "cost_centre")?);
+        for i in 0..b.num_rows() {
+            if let Some(ns) = ns[i].clone() {
+                owners.insert(ns, Owner { team: team[i].clone(), cost_centre: cc[i].clone() });
+            }
+        }
+    }
+
+    let totals = run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, window_params(window)).await?;
     let t = totals.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
+    let one = |name| ints("cluster_totals", t, name).map(|v| v[0].unwrap_or(0));
     Ok(Chargeback {
         window: *window,
-        rows,
-        cluster_gpu_us: i64_at(t, "gpu_us", 0)?,
-        cluster_energy_mj: i64_at(t, "energy_mj", 0)?,
-        cluster_rows: i64_at(t, "rows", 0)?,
-        cluster_gpus: i64_at(t, "gpus", 0)?,
+        detail,
+        owners,
+        cluster_gpu_us: one("gpu_us")?,
+        cluster_energy_mj: one("energy_mj")?,
+        cluster_rows: one("rows")?,
+        cluster_gpus: one("gpus")?,
     })
 }
 
-/// Brings exact decimals of differing scales to one scale.
-fn rescale(v: (i128, u32), scale: u32) -> i128 {
-    v.0 * 10i128.pow(scale - v.1)
+/// Splits `amount` over `weights` exactly (largest remainder, ties to the earlier index).
+/// Weights must be non-negative with a positive sum, and small enough that amount % sum x
+/// weight fits in i128 (weights in cents or 1e-4 GPU-hours are).
+pub fn split(amount: i128, weights: &[i128]) -> Vec<i128> {
+    let sum: i128 = weights.iter().sum();
+    assert!(sum > 0, "split needs a positive weight");
+    let (q, r) = (amount.div_euclid(sum), amount.rem_euclid(sum));
+    let mut parts: Vec<i128> = weights.iter().map(|w| q * w + (r * w) / sum).collect();
+    let mut rems: Vec<(i128, usize)> = weights.iter().enumerate().map(|(i, w)| ((r * w) % sum, i)).collect();
+    rems.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut short = amount - parts.iter().sum::<i128>();
+    let mut k = 0;
+    while short > 0 {
+        parts[rems[k % rems.len()].1] += 1;
+        short -= 1;
+        k += 1;
+    }
+    parts
 }
 
 impl Chargeback {
+    pub fn rows_gpu_us(&self) -> i64 {
+        self.detail.iter().map(|r| r.q.gpu_us).sum()
+    }
+
+    pub fn rows_energy_mj(&self) -> i64 {
+        self.detail.iter().map(|r| r.q.energy_mj).sum()
+    }
+
     pub fn gpu_us_conserved(&self) -> bool {
-        self.rows.iter().map(|r| r.gpu_us).sum::<i64>() == self.cluster_gpu_us
+        self.rows_gpu_us() == self.cluster_gpu_us
     }
 
     pub fn energy_conserved(&self) -> bool {
-        self.rows.iter().map(|r| r.energy_mj).sum::<i64>() == self.cluster_energy_mj
+        self.rows_energy_mj() == self.cluster_energy_mj
     }
 
-    pub fn to_report(&self, config: &Config) -> Report {
-        let currency = &config.pricing.currency;
-        let n = self.rows.len();
-        let gpu_us: Vec<i128> = self.rows.iter().map(|r| r.gpu_us as i128).collect();
-        let energy: Vec<i128> = self.rows.iter().map(|r| r.energy_mj as i128).collect();
-        let scale = self.rows.iter().flat_map(|r| [r.cloud_cost.1, r.power_cost.1]).max().unwrap_or(0);
-        let denom = 10i128.pow(scale);
-        let cloud: Vec<i128> = self.rows.iter().map(|r| rescale(r.cloud_cost, scale)).collect();
-        let power: Vec<i128> = self.rows.iter().map(|r| rescale(r.power_cost, scale)).collect();
-        let total_src = match config.pricing.basis {
-            CostBasis::Cloud => &cloud,
-            CostBasis::Power => &power,
-        };
+    pub fn owner(&self, config: &Config, namespace: &str) -> Owner {
+        if let Some(entry) = config.teams.get(namespace) {
+            return Owner { team: Some(entry.team().to_string()), cost_centre: entry.cost_centre().map(str::to_string) };
+        }
+        self.owners.get(namespace).cloned().unwrap_or_default()
+    }
+
+    /// Per namespace, with `__unallocated__` and shared namespaces spread by the config's
+    /// policies. Money moved is exact: the rows' totals sum to the cluster's basis cost.
+    pub fn namespaces(&self, config: &Config) -> Vec<NamespaceCharge> {
+        let mut by_ns: BTreeMap<&str, Quantities> = BTreeMap::new();
+        for r in &self.detail {
+            by_ns.entry(&r.namespace).or_default().add(&r.q);
+        }
+        let mut rows: Vec<NamespaceCharge> = by_ns
+            .into_iter()
+            .map(|(ns, q)| NamespaceCharge { namespace: ns.to_string(), owner: self.owner(config, ns), q, spread: 0 })
+            .collect();
+        for policy in [config.shared_policy(), config.idle_policy()] {
+            if let SpreadPolicy::Owner(owner) = policy {
+                if !rows.iter().any(|r| r.namespace == owner) {
+                    let o = self.owner(config, &owner);
+                    rows.push(NamespaceCharge { namespace: owner, owner: o, q: Quantities::default(), spread: 0 });
+                }
+            }
+        }
+        rows.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+        let basis = config.pricing.basis;
+        let shared: Vec<&str> = config.pricing.shared_namespaces.iter().map(String::as_str).collect();
+        let donors_shared: Vec<usize> = rows.iter().enumerate().filter(|(_, r)| shared.contains(&r.namespace.as_str())).map(|(i, _)| i).collect();
+        spread(&mut rows, &donors_shared, &config.shared_policy(), basis, &shared);
+        let donors_idle: Vec<usize> = rows.iter().enumerate().filter(|(_, r)| r.namespace == UNALLOCATED).map(|(i, _)| i).collect();
+        spread(&mut rows, &donors_idle, &config.idle_policy(), basis, &shared);
+        rows
+    }
+
+    pub fn to_report(&self, config: &Config, by: ChargeBy) -> Report {
+        let basis = config.pricing.basis;
+        let namespaces = self.namespaces(config);
+        // Group (after the spread, which is defined per namespace).
+        let mut groups: BTreeMap<String, (Owner, Quantities, i128, Vec<String>)> = BTreeMap::new();
+        for r in &namespaces {
+            let key = match by {
+                ChargeBy::Namespace => r.namespace.clone(),
+                _ if r.namespace == UNALLOCATED => UNALLOCATED.to_string(),
+                ChargeBy::Team => r.owner.team.clone().unwrap_or_else(|| UNASSIGNED.into()),
+                ChargeBy::CostCentre => r.owner.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()),
+            };
+            let g = groups.entry(key).or_insert_with(|| (r.owner.clone(), Quantities::default(), 0, Vec::new()));
+            g.1.add(&r.q);
+            g.2 += r.spread;
+            g.3.push(r.namespace.clone());
+        }
+        let keys: Vec<&String> = groups.keys().collect();
+        let vals: Vec<&(Owner, Quantities, i128, Vec<String>)> = groups.values().collect();
+        let col = |f: &dyn Fn(&Quantities, i128) -> i128| -> Vec<i128> { vals.iter().map(|(_, q, s, _)| f(q, *s)).collect() };
+
+        let gpu_us = col(&|q, _| q.gpu_us as i128);
         let (hours, hours_total) = apportion(&gpu_us, US_PER_HOUR, 4);
-        let (kwh, kwh_total) = apportion(&energy, MJ_PER_KWH, 4);
-        let (cloud_c, cloud_total) = apportion(&cloud, denom, 2);
-        let (power_c, power_total) = apportion(&power, denom, 2);
-        let (total_c, total_total) = apportion(total_src, denom, 2);
+        let (kwh, kwh_total) = apportion(&col(&|q, _| q.energy_mj as i128), MJ_PER_KWH, 4);
+        let money = |v: Vec<i128>| apportion(&v, RAW_PER_UNIT, 2);
+        let (power, power_total) = money(col(&|q, _| q.power_cost));
+        let (gpu_c, gpu_total) = money(col(&|q, _| q.gpu_cost));
+        let (cpu_c, cpu_total) = money(col(&|q, _| q.cpu_cost));
+        let (mem_c, mem_total) = money(col(&|q, _| q.memory_cost));
+        let (cloud, cloud_total) = money(col(&|q, _| q.cloud_cost()));
+        let (spread_c, spread_total) = money(col(&|_, s| s));
+        let (total, total_total) = money(col(&|q, s| q.basis_cost(basis) + s));
+        // kg = mg / 1e6, at 3 decimals.
+        let (carbon, carbon_total) = apportion(&col(&|q, _| q.carbon_mg), RAW_PER_UNIT * 1_000, 3);
+        let (req_h, req_total) = apportion(&col(&|q, _| q.request_based_gpu_us as i128), US_PER_HOUR, 4);
         let share_basis: i128 = gpu_us.iter().sum::<i128>().max(1);
         let (share, share_total) = apportion(&gpu_us.iter().map(|g| g * 100).collect::<Vec<_>>(), share_basis, 2);
+        let carbon_on = config.pricing.power.carbon_g_per_kwh.is_some();
 
         let dec = |units: i128, decimals: u32| Cell::Dec { units, decimals };
-        let mut rows = Vec::with_capacity(n);
-        for (i, r) in self.rows.iter().enumerate() {
-            let util = if r.gpu_us > 0 { round_ratio(r.util_gpu_us as i128, r.gpu_us as i128, 2) } else { 0 };
-            let team = r.team.clone().or_else(|| config.team_of(&r.namespace).map(str::to_string));
-            rows.push(vec![
-                Cell::Str(r.namespace.clone()),
-                team.map_or(Cell::Null, Cell::Str),
+        let opt = |v: &Option<String>| v.clone().map_or(Cell::Null, Cell::Str);
+        let mut rows = Vec::with_capacity(keys.len());
+        for (i, key) in keys.iter().enumerate() {
+            let (owner, q, _, members) = vals[i];
+            let util = if q.gpu_us > 0 { round_ratio(q.util_gpu_us as i128, q.gpu_us as i128, 2) } else { 0 };
+            let mut row = vec![Cell::Str((*key).clone())];
+            match by {
+                ChargeBy::Namespace => row.extend([opt(&owner.team), opt(&owner.cost_centre)]),
+                _ => row.push(Cell::Str(members.join(" "))),
+            }
+            row.extend([
                 dec(hours[i], 4),
                 dec(util, 2),
                 dec(kwh[i], 4),
-                dec(power_c[i], 2),
-                dec(cloud_c[i], 2),
-                dec(total_c[i], 2),
+                dec(power[i], 2),
+                dec(gpu_c[i], 2),
+                dec(cpu_c[i], 2),
+                dec(mem_c[i], 2),
+                dec(cloud[i], 2),
+                if carbon_on { dec(carbon[i], 3) } else { Cell::Null },
+                dec(spread_c[i], 2),
+                dec(total[i], 2),
                 dec(share[i], 2),
+                Cell::Str(if q.request_based_gpu_us > 0 { "yes" } else { "no" }.into()),
+                dec(req_h[i], 4),
             ]);
+            rows.push(row);
         }
-        let util_all: i128 = self.rows.iter().map(|r| r.util_gpu_us as i128).sum();
-        let total = vec![
-            Cell::Str("total".into()),
-            Cell::Null,
+        let util_all: i128 = vals.iter().map(|(_, q, _, _)| q.util_gpu_us as i128).sum();
+        let mut total_row = vec![Cell::Str("total".into())];
+        match by {
+            ChargeBy::Namespace => total_row.extend([Cell::Null, Cell::Null]),
+            _ => total_row.push(Cell::Null),
+        }
+        total_row.extend([
             dec(hours_total, 4),
             dec(round_ratio(util_all, share_basis, 2), 2),
             dec(kwh_total, 4),
             dec(power_total, 2),
+            dec(gpu_total, 2),
+            dec(cpu_total, 2),
+            dec(mem_total, 2),
             dec(cloud_total, 2),
+            if carbon_on { dec(carbon_total, 3) } else { Cell::Null },
+            dec(spread_total, 2),
             dec(total_total, 2),
             dec(share_total, 2),
-        ];
+            Cell::Str(if req_total > 0 { "yes" } else { "no" }.into()),
+            dec(req_total, 4),
+        ]);
 
-        let rows_gpu_us: i64 = self.rows.iter().map(|r| r.gpu_us).sum();
-        let rows_energy: i64 = self.rows.iter().map(|r| r.energy_mj).sum();
+        let mut columns = vec![by.column().to_string()];
+        match by {
+            ChargeBy::Namespace => columns.extend(["team", "cost_centre"].map(String::from)),
+            _ => columns.push("namespaces".into()),
+        }
+        columns.extend(
+            [
+                "gpu_hours", "avg_util_pct", "energy_kwh", "power_cost", "gpu_cost", "cpu_cost", "memory_cost", "cloud_cost", "carbon_kg",
+                "idle_cost", "total_cost", "share_pct", "request_based", "request_based_gpu_hours",
+            ]
+            .map(String::from),
+        );
+
+        let notes = self.notes(config, &namespaces, hours_total, kwh_total, total_total, req_total);
+        Report {
+            name: R.into(),
+            title: match by {
+                ChargeBy::Namespace => format!("GPU chargeback {}", self.window.label()),
+                ChargeBy::Team => format!("GPU chargeback by team {}", self.window.label()),
+                ChargeBy::CostCentre => format!("GPU chargeback by cost centre {}", self.window.label()),
+            },
+            columns,
+            rows,
+            total: Some(total_row),
+            notes,
+            meta: self.meta(config, &namespaces),
+        }
+    }
+
+    fn notes(&self, config: &Config, namespaces: &[NamespaceCharge], hours_total: i128, kwh_total: i128, total_total: i128, req_total: i128) -> Vec<String> {
+        let currency = &config.pricing.currency;
+        let basis = config.pricing.basis;
         let check = |ok: bool| if ok { "OK" } else { "MISMATCH" };
         let cluster_hours = round_ratio(self.cluster_gpu_us as i128, US_PER_HOUR, 4);
         let cluster_kwh = round_ratio(self.cluster_energy_mj as i128, MJ_PER_KWH, 4);
+        let basis_direct: i128 = namespaces.iter().map(|r| r.q.basis_cost(basis)).sum();
+        let rows_total: i128 = namespaces.iter().map(|r| r.total(basis)).sum();
         let mut notes = vec![
             format!(
-                "conservation: GPU-hours rows {} = cluster {} ({} GPU-us vs {}) {}; energy rows {} kWh = cluster {} kWh ({} mJ vs {}) {}",
+                "conservation: GPU-hours rows {} = cluster {} ({} GPU-us vs {}) {}; energy rows {} kWh = cluster {} kWh ({} mJ vs {}) {}; total_cost rows {} = cluster {} {currency} {}",
                 format_units(hours_total, 4),
                 format_units(cluster_hours, 4),
-                rows_gpu_us,
+                self.rows_gpu_us(),
                 self.cluster_gpu_us,
                 check(self.gpu_us_conserved()),
                 format_units(kwh_total, 4),
                 format_units(cluster_kwh, 4),
-                rows_energy,
+                self.rows_energy_mj(),
                 self.cluster_energy_mj,
                 check(self.energy_conserved()),
+                format_units(total_total, 2),
+                format_units(round_ratio(basis_direct, RAW_PER_UNIT, 2), 2),
+                check(rows_total == basis_direct),
             ),
             format!(
-                "window {} to {}; {} GPUs, {} samples; total_cost = {} cost in {currency}; power at {} {currency}/kWh x PUE {}",
+                "window {} to {}; {} GPUs, {} samples; total_cost = {} cost in {currency}; power: tariff in {}, PUE {}; unallocated: {}; shared namespaces ({}): {}",
                 self.window.start.to_rfc3339(),
                 self.window.end.to_rfc3339(),
                 self.cluster_gpus,
                 self.cluster_rows,
-                match config.pricing.basis {
-                    CostBasis::Cloud => "cloud",
+                match basis {
+                    CostBasis::Cloud => "cloud (GPU + CPU + memory)",
                     CostBasis::Power => "power",
                 },
-                config.pricing.power.price_per_kwh,
+                config.pricing.power.timezone,
                 config.pricing.power.pue,
+                config.idle_policy().label(),
+                if config.pricing.shared_namespaces.is_empty() { "none".to_string() } else { config.pricing.shared_namespaces.join(", ") },
+                config.shared_policy().label(),
             ),
         ];
-        let unpriced: i64 = self.rows.iter().map(|r| r.unpriced_gpu_us).sum();
+        let unpriced: i64 = self.detail.iter().map(|r| r.q.unpriced_gpu_us).sum();
         if unpriced > 0 {
             notes.push(format!(
-                "warning: {} GPU-hours ran on GPU models with no [[pricing.gpu]] entry and carry no cloud cost",
+                "warning: {} GPU-hours ran on GPU models with no [[pricing.gpu]] entry and carry no GPU cost",
                 format_units(round_ratio(unpriced as i128, US_PER_HOUR, 4), 4)
             ));
         }
+        if req_total > 0 {
+            notes.push(format!(
+                "request-based: {} GPU-hours on nodes whose DCGM exporter reported no pods were attributed from kube-state-metrics requests x running time (rows marked request_based)",
+                format_units(req_total, 4)
+            ));
+        }
+        notes
+    }
 
+    fn meta(&self, config: &Config, namespaces: &[NamespaceCharge]) -> Map<String, Value> {
+        let basis = config.pricing.basis;
         let mut meta = Map::new();
         meta.insert("window_start".into(), Value::String(self.window.start.to_rfc3339()));
         meta.insert("window_end".into(), Value::String(self.window.end.to_rfc3339()));
-        meta.insert("currency".into(), Value::String(currency.clone()));
+        meta.insert("currency".into(), Value::String(config.pricing.currency.clone()));
+        let basis_direct: i128 = namespaces.iter().map(|r| r.q.basis_cost(basis)).sum();
+        let rows_total: i128 = namespaces.iter().map(|r| r.total(basis)).sum();
         let mut cons = Map::new();
-        cons.insert("rows_gpu_us".into(), Value::from(rows_gpu_us));
+        cons.insert("rows_gpu_us".into(), Value::from(self.rows_gpu_us()));
         cons.insert("cluster_gpu_us".into(), Value::from(self.cluster_gpu_us));
-        cons.insert("rows_energy_mj".into(), Value::from(rows_energy));
+        cons.insert("rows_energy_mj".into(), Value::from(self.rows_energy_mj()));
         cons.insert("cluster_energy_mj".into(), Value::from(self.cluster_energy_mj));
         cons.insert("gpu_hours_conserved".into(), Value::Bool(self.gpu_us_conserved()));
         cons.insert("energy_conserved".into(), Value::Bool(self.energy_conserved()));
+        cons.insert("cost_conserved".into(), Value::Bool(rows_total == basis_direct));
         meta.insert("conservation".into(), Value::Object(cons));
+        meta.insert("idle_policy".into(), Value::String(config.idle_policy().label()));
+        meta.insert("request_based".into(), Value::Bool(self.detail.iter().any(|r| r.q.request_based_gpu_us > 0)));
+        meta
+    }
+}
 
-        Report {
-            name: "chargeback".into(),
-            title: format!("GPU chargeback {}", self.window.label()),
-            columns: ["namespace", "team", "gpu_hours", "avg_util_pct", "energy_kwh", "power_cost", "cloud_cost", "total_cost", "share_pct"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-            total: Some(total),
-            notes,
-            meta,
+/// Moves each donor's basis cost onto the receivers `policy` names. Proportional weights are
+/// the receivers' own basis cost (in cents), else their GPU time; donors, `__unallocated__`
+/// and shared namespaces never receive. An owner must already have a row.
+fn spread(rows: &mut [NamespaceCharge], donors: &[usize], policy: &SpreadPolicy, basis: CostBasis, shared: &[&str]) {
+    let receivers: Vec<usize> = match policy {
+        SpreadPolicy::Separate => return,
+        SpreadPolicy::Owner(owner) => rows.iter().position(|r| &r.namespace == owner).into_iter().collect(),
+        SpreadPolicy::Proportional => rows
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| !donors.contains(i) && r.namespace != UNALLOCATED && !shared.contains(&r.namespace.as_str()))
+            .map(|(i, _)| i)
+            .collect(),
+    };
+    if receivers.is_empty() {
+        return;
+    }
+    let cents: Vec<i128> = receivers.iter().map(|&i| round_ratio(rows[i].q.basis_cost(basis).max(0), RAW_PER_UNIT, 2)).collect();
+    let weights = if cents.iter().sum::<i128>() > 0 {
+        cents
+    } else {
+        receivers.iter().map(|&i| (rows[i].q.gpu_us as i128) / 360_000).collect()
+    };
+    if weights.iter().sum::<i128>() <= 0 {
+        return;
+    }
+    for &d in donors {
+        let give = rows[d].total(basis);
+        if give == 0 {
+            continue;
         }
+        rows[d].spread -= give;
+        for (k, part) in split(give, &weights).into_iter().enumerate() {
+            rows[receivers[k]].spread += part;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_is_exact_and_proportional() {
+        let parts = split(1_000_003, &[1, 1, 1]);
+        assert_eq!(parts.iter().sum::<i128>(), 1_000_003);
+        assert_eq!(parts, vec![333_335, 333_334, 333_334]);
+        let parts = split(-10, &[3, 1]);
+        assert_eq!(parts.iter().sum::<i128>(), -10);
+        assert_eq!(parts, vec![-7, -3]);
+        let big = RAW_PER_UNIT * 123_456;
+        let parts = split(big, &[500_000_00, 250_000_00, 1]);
+        assert_eq!(parts.iter().sum::<i128>(), big);
     }
 }

@@ -1,51 +1,51 @@
 //! The chargeback's detail: GPU-hours and cloud cost per namespace and GPU model (and MIG
 //! profile), rounded with the largest-remainder method so the rows add up to the total row.
 
+use std::collections::BTreeMap;
+
 use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
-use super::columns::{decimals, ints, strs, window_params};
+use super::chargeback::{self, Quantities, RAW_PER_UNIT, US_PER_HOUR};
 use super::money::apportion;
 use super::render::{Cell, Report};
 use super::Result;
 use crate::config::Config;
-use crate::engine::run_query;
 use crate::queries::Queries;
 use crate::timewin::Window;
 
 const R: &str = "chargeback_models";
 
 pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<Report> {
-    let mut keys = Vec::new();
-    let mut gpu_us = Vec::new();
-    let mut cost = Vec::new();
-    for b in &run_query(ctx, R, &queries.get(R)?, window_params(window)).await? {
-        let (ns, model, profile, us, c) = (strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, ints(R, b, "gpu_us")?, decimals(R, b, "cloud_cost_us")?);
-        for i in 0..b.num_rows() {
-            keys.push((ns[i].clone().unwrap_or_default(), model[i].clone().unwrap_or_default(), profile[i].clone().unwrap_or_default()));
-            gpu_us.push(us[i].unwrap_or(0) as i128);
-            cost.push(c[i]);
-        }
+    let cb = chargeback::compute(ctx, queries, window).await?;
+    // GPU rows only (CPU and memory rows have no model).
+    let mut groups: BTreeMap<(String, String, String), Quantities> = BTreeMap::new();
+    for r in cb.detail.iter().filter(|r| r.gpu_model.is_some()) {
+        let key = (r.namespace.clone(), r.gpu_model.clone().unwrap_or_default(), r.mig_profile.clone().unwrap_or_default());
+        groups.entry(key).or_default().add(&r.q);
     }
-    let scale = cost.iter().map(|c| c.1).max().unwrap_or(0);
-    let cost: Vec<i128> = cost.iter().map(|(u, s)| u * 10i128.pow(scale - s)).collect();
-    let (hours, hours_total) = apportion(&gpu_us, 3_600_000_000, 4);
-    let (money, money_total) = apportion(&cost, 3_600_000_000 * 10i128.pow(scale), 2);
-    let rows = keys
-        .into_iter()
+    let gpu_us: Vec<i128> = groups.values().map(|q| q.gpu_us as i128).collect();
+    let cost: Vec<i128> = groups.values().map(|q| q.gpu_cost).collect();
+    let (hours, hours_total) = apportion(&gpu_us, US_PER_HOUR, 4);
+    let (money, money_total) = apportion(&cost, RAW_PER_UNIT, 2);
+    let rows = groups
+        .into_keys()
         .enumerate()
         .map(|(i, (ns, model, profile))| {
-            let team = config.team_of(&ns).map_or(Cell::Null, |t| Cell::Str(t.to_string()));
+            let team = cb.owner(config, &ns).team.map_or(Cell::Null, Cell::Str);
             vec![Cell::Str(ns), team, Cell::Str(model), if profile.is_empty() { Cell::Null } else { Cell::Str(profile) }, Cell::Dec { units: hours[i], decimals: 4 }, Cell::Dec { units: money[i], decimals: 2 }]
         })
         .collect();
     Ok(Report {
         name: R.into(),
         title: format!("GPU chargeback by GPU model {}", window.label()),
-        columns: ["namespace", "team", "gpu_model", "mig_profile", "gpu_hours", "cloud_cost"].map(String::from).to_vec(),
+        columns: ["namespace", "team", "gpu_model", "mig_profile", "gpu_hours", "gpu_cost"].map(String::from).to_vec(),
         rows,
         total: Some(vec![Cell::Str("total".into()), Cell::Null, Cell::Null, Cell::Null, Cell::Dec { units: hours_total, decimals: 4 }, Cell::Dec { units: money_total, decimals: 2 }]),
-        notes: vec![format!("MIG slices at their share of the GPU; cloud cost at the model's price on each date, in {}", config.pricing.currency)],
+        notes: vec![format!(
+            "MIG slices at their share of the GPU price, or their profile's own price per instance-hour where configured; GPU cost at the price on each date, in {}",
+            config.pricing.currency
+        )],
         meta: Map::new(),
     })
 }

@@ -6,6 +6,7 @@ pub mod chargeback_models;
 pub mod columns;
 pub mod completeness;
 pub mod events;
+pub mod focus;
 pub mod heatmap;
 pub mod html;
 pub mod idle;
@@ -50,10 +51,23 @@ pub enum ReportKind {
     Events,
     Inventory,
     Completeness,
+    /// The chargeback as a FinOps FOCUS 1.2 export (CSV or Parquet).
+    Focus,
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 9] = [ReportKind::Chargeback, ReportKind::ChargebackModels, ReportKind::Idle, ReportKind::Queue, ReportKind::Quota, ReportKind::Heatmap, ReportKind::Events, ReportKind::Inventory, ReportKind::Completeness];
+    pub const ALL: [ReportKind; 10] = [
+        ReportKind::Chargeback,
+        ReportKind::ChargebackModels,
+        ReportKind::Idle,
+        ReportKind::Queue,
+        ReportKind::Quota,
+        ReportKind::Heatmap,
+        ReportKind::Events,
+        ReportKind::Inventory,
+        ReportKind::Completeness,
+        ReportKind::Focus,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -66,6 +80,7 @@ impl ReportKind {
             ReportKind::Events => "events",
             ReportKind::Inventory => "inventory",
             ReportKind::Completeness => "completeness",
+            ReportKind::Focus => "focus",
         }
     }
 }
@@ -87,6 +102,7 @@ pub async fn build(
         ReportKind::Events => vec![events::build(session, queries, window).await?],
         ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],
         ReportKind::ChargebackModels => vec![chargeback_models::build(session, queries, config, window).await?],
+        ReportKind::Focus => vec![focus::build(session, queries, config, window).await?],
         single => vec![build_single(single, session, queries, config, window).await?],
     })
 }
@@ -104,13 +120,13 @@ async fn build_single(
             if !cb.gpu_us_conserved() || !cb.energy_conserved() {
                 return Err(ReportError::NotConserved {
                     window: window.label(),
-                    rows_gpu_us: cb.rows.iter().map(|r| r.gpu_us).sum(),
+                    rows_gpu_us: cb.rows_gpu_us(),
                     cluster_gpu_us: cb.cluster_gpu_us,
-                    rows_energy_mj: cb.rows.iter().map(|r| r.energy_mj).sum(),
+                    rows_energy_mj: cb.rows_energy_mj(),
                     cluster_energy_mj: cb.cluster_energy_mj,
                 });
             }
-            Ok(cb.to_report(config))
+            Ok(cb.to_report(config, config.chargeback_by))
         }
         ReportKind::Completeness => {
             let c = completeness::compute(session, queries, window, config.prometheus.step_secs).await?;

@@ -47,6 +47,8 @@ pub enum Cell {
     Str(String),
     Int(i64),
     Dec { units: i128, decimals: u32 },
+    /// An instant (ms since the epoch, UTC): RFC 3339 text, a UTC timestamp in Parquet.
+    Time(i64),
 }
 
 impl Cell {
@@ -56,6 +58,7 @@ impl Cell {
             Cell::Str(s) => s.clone(),
             Cell::Int(i) => i.to_string(),
             Cell::Dec { units, decimals } => format_units(*units, *decimals),
+            Cell::Time(ms) => super::columns::rfc3339(*ms),
         }
     }
 
@@ -65,6 +68,7 @@ impl Cell {
             Cell::Str(s) => Value::String(s.clone()),
             Cell::Int(i) => Value::from(*i),
             Cell::Dec { .. } => serde_json::from_str(&self.text()).unwrap_or(Value::Null),
+            Cell::Time(_) => Value::String(self.text()),
         }
     }
 }
@@ -182,6 +186,11 @@ impl Report {
                     }
                     fields.push(Field::new(name, DataType::Int64, true));
                     arrays.push(Arc::new(b.finish()));
+                }
+                Some(Cell::Time(_)) => {
+                    let values: Vec<Option<i64>> = self.rows.iter().map(|r| if let Cell::Time(ms) = r[i] { Some(ms) } else { None }).collect();
+                    fields.push(Field::new(name, DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, Some("UTC".into())), true));
+                    arrays.push(Arc::new(arrow::array::TimestampMillisecondArray::from(values).with_timezone("UTC")));
                 }
                 Some(Cell::Dec { decimals, .. }) => {
                     let d = *decimals;

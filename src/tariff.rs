@@ -1,0 +1,182 @@
+//! Power tariffs: a flat rate plus time-of-use bands (local hours and weekdays in a time
+//! zone, with effective dates), resolved onto a 15-minute UTC grid. The grid is what SQL
+//! joins against (`power_tariff`), so a rollup prices each sample with one equi-join.
+
+use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Timelike, Utc, Weekday};
+use chrono_tz::Tz;
+
+use crate::config::{PowerPricing, TariffBand};
+
+/// Buckets of the resolved grid; every band boundary (local, at a 15-minute multiple, in a
+/// zone whose offset is a multiple of 15 minutes) falls on a bucket edge.
+pub const BUCKET_MS: i64 = 15 * 60 * 1000;
+
+pub fn parse_timezone(name: &str) -> Result<Tz, String> {
+    name.parse::<Tz>().map_err(|_| format!("must be an IANA time zone such as \"UTC\" or \"Europe/Berlin\", got {name:?}"))
+}
+
+/// "22:00-06:00" or "22-06" -> minutes of the local day [start, end); end may be 24:00, and
+/// an end before the start wraps past midnight. Minutes must be multiples of 15.
+pub fn parse_hours(text: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("must look like \"22:00-06:00\" (local, 15-minute steps), got {text:?}");
+    let (a, b) = text.split_once('-').ok_or_else(bad)?;
+    let minute = |s: &str| -> Option<u32> {
+        let s = s.trim();
+        let (h, m) = match s.split_once(':') {
+            Some((h, m)) => (h.parse::<u32>().ok()?, m.parse::<u32>().ok()?),
+            None => (s.parse::<u32>().ok()?, 0),
+        };
+        (m < 60 && m % 15 == 0 && (h < 24 || (h == 24 && m == 0))).then_some(h * 60 + m)
+    };
+    let (start, end) = (minute(a).ok_or_else(bad)?, minute(b).ok_or_else(bad)?);
+    if start == end || start == 24 * 60 {
+        return Err(format!("{} (an empty band)", bad()));
+    }
+    Ok((start, end))
+}
+
+pub fn parse_days(days: &[String]) -> Result<Vec<Weekday>, String> {
+    if days.is_empty() {
+        return Err("must name at least one day (mon ... sun)".into());
+    }
+    days.iter()
+        .map(|d| d.trim().parse::<Weekday>().map_err(|_| format!("unknown day {d:?}; use mon, tue, wed, thu, fri, sat, sun")))
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+struct Band {
+    name: String,
+    price: f64,
+    start: u32,
+    end: u32,
+    days: Vec<Weekday>,
+    effective_from: NaiveDate,
+}
+
+impl Band {
+    fn covers(&self, minute: u32, day: Weekday) -> bool {
+        let in_hours = if self.start < self.end { minute >= self.start && minute < self.end } else { minute >= self.start || minute < self.end };
+        in_hours && self.days.contains(&day)
+    }
+}
+
+/// The rate in force at an instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rate {
+    pub band: String,
+    pub price_per_kwh: f64,
+}
+
+/// A validated tariff, ready to resolve instants.
+#[derive(Debug, Clone)]
+pub struct Tariff {
+    tz: Tz,
+    flat: f64,
+    /// Sorted by effective date; each date's bands in config order.
+    bands: Vec<Band>,
+}
+
+impl Tariff {
+    pub fn from_config(p: &PowerPricing) -> Result<Tariff, String> {
+        let tz = parse_timezone(&p.timezone)?;
+        let mut bands = p.tariff.iter().map(band).collect::<Result<Vec<_>, _>>()?;
+        bands.sort_by_key(|b| b.effective_from); // stable: config order within a date
+        Ok(Tariff { tz, flat: p.price_per_kwh, bands })
+    }
+
+    /// The band set with the latest effective date (local) on or before `t`; the first band
+    /// covering the local time wins, else the flat rate.
+    pub fn rate_at(&self, t: DateTime<Utc>) -> Rate {
+        let local = t.with_timezone(&self.tz);
+        let date = local.date_naive();
+        let current = self.bands.iter().filter(|b| b.effective_from <= date).map(|b| b.effective_from).max();
+        let minute = local.hour() * 60 + local.minute();
+        let day = local.weekday();
+        current
+            .and_then(|d| self.bands.iter().filter(|b| b.effective_from == d).find(|b| b.covers(minute, day)))
+            .map(|b| Rate { band: b.name.clone(), price_per_kwh: b.price })
+            .unwrap_or(Rate { band: "flat".into(), price_per_kwh: self.flat })
+    }
+
+    /// The resolved grid over `[from, to)` (UTC, both on bucket edges): (bucket start ms, rate).
+    pub fn grid(&self, from: i64, to: i64) -> Vec<(i64, Rate)> {
+        let start = from.div_euclid(BUCKET_MS) * BUCKET_MS;
+        (0..)
+            .map(|i| start + i * BUCKET_MS)
+            .take_while(|t| *t < to)
+            .map(|t| (t, self.rate_at(Utc.timestamp_millis_opt(t).single().expect("valid instant"))))
+            .collect()
+    }
+}
+
+fn band(b: &TariffBand) -> Result<Band, String> {
+    let (start, end) = parse_hours(&b.hours)?;
+    Ok(Band { name: b.name.clone(), price: b.price_per_kwh, start, end, days: parse_days(&b.days)?, effective_from: b.effective_from })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn power(tz: &str, bands: &[(&str, f64, &str, &[&str], &str)]) -> PowerPricing {
+        PowerPricing {
+            timezone: tz.into(),
+            tariff: bands
+                .iter()
+                .map(|(name, price, hours, days, from)| TariffBand {
+                    name: name.to_string(),
+                    price_per_kwh: *price,
+                    hours: hours.to_string(),
+                    days: days.iter().map(|d| d.to_string()).collect(),
+                    effective_from: from.parse().unwrap(),
+                })
+                .collect(),
+            ..PowerPricing::default()
+        }
+    }
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn hours_parse_and_reject() {
+        assert_eq!(parse_hours("22:00-06:00"), Ok((1320, 360)));
+        assert_eq!(parse_hours("7-19"), Ok((420, 1140)));
+        assert_eq!(parse_hours("00:00-24:00"), Ok((0, 1440)));
+        assert!(parse_hours("22:10-06:00").is_err());
+        assert!(parse_hours("25-06").is_err());
+        assert!(parse_hours("06-06").is_err());
+        assert!(parse_hours("night").is_err());
+    }
+
+    #[test]
+    fn night_band_in_local_time_with_dst() {
+        let all = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+        let t = Tariff::from_config(&power("Europe/Berlin", &[("night", 0.08, "22:00-06:00", &all, "2026-10-15"), ("day", 0.15, "06:00-22:00", &all, "2026-10-15")])).unwrap();
+        // Before the tariff starts: the flat rate.
+        assert_eq!(t.rate_at(at("2026-10-14T23:00:00Z")).band, "flat");
+        // 2026-10-20 is CEST (UTC+2): 20:00Z is 22:00 local, night; 19:45Z is day.
+        assert_eq!(t.rate_at(at("2026-10-20T20:00:00Z")).band, "night");
+        assert_eq!(t.rate_at(at("2026-10-20T19:45:00Z")).band, "day");
+        // After the change to CET (2026-10-25), 22:00 local is 21:00Z.
+        assert_eq!(t.rate_at(at("2026-10-27T21:00:00Z")).band, "night");
+        assert_eq!(t.rate_at(at("2026-10-27T20:45:00Z")).band, "day");
+        assert_eq!(t.rate_at(at("2026-10-27T05:00:00Z")).band, "day");
+        assert_eq!(t.rate_at(at("2026-10-27T04:45:00Z")).band, "night");
+        // The tariff starts at local midnight of its date (22:00Z the day before, CEST).
+        assert_eq!(t.rate_at(at("2026-10-14T22:00:00Z")).band, "night");
+    }
+
+    #[test]
+    fn weekend_band_and_grid() {
+        let t = Tariff::from_config(&power("UTC", &[("weekend", 0.05, "00:00-24:00", &["sat", "sun"], "2026-01-01")])).unwrap();
+        // 2026-10-03 is a Saturday.
+        assert_eq!(t.rate_at(at("2026-10-03T12:00:00Z")).price_per_kwh, 0.05);
+        assert_eq!(t.rate_at(at("2026-10-02T23:45:00Z")).price_per_kwh, 0.12);
+        let from = at("2026-10-02T23:30:00Z").timestamp_millis();
+        let g = t.grid(from, from + 4 * BUCKET_MS);
+        assert_eq!(g.iter().map(|(_, r)| r.band.as_str()).collect::<Vec<_>>(), ["flat", "flat", "weekend", "weekend"]);
+    }
+}
