@@ -179,6 +179,8 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
             finding(Status::Ok, what, "present")
         } else if metric == KubeMetric::KueuePending {
             finding(Status::Ok, what, "absent (Kueue does not run here; the queue report skips it)")
+        } else if metric == KubeMetric::NamespaceLabels {
+            finding(Status::Ok, what, "absent (teams and cost centres come from the config's [teams] only)")
         } else if required {
             finding(Status::Fail, what, "does not exist: is kube-state-metrics scraped?")
         } else {

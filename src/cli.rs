@@ -121,6 +121,9 @@ pub struct SimulateArgs {
     /// Drive the workload from a real trace (the Alibaba GPU v2025 DLRM folder or file).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Share the last node's last GPU by time-slicing, as N replicas (2-4) of nvidia.com/gpu.shared.
+    #[arg(long, default_value_t = 0)]
+    pub time_sliced: u32,
 }
 
 #[derive(Debug, Args)]

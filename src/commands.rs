@@ -142,6 +142,7 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         start,
         warmup_days: args.warmup_days,
         target_util: 0.75,
+        time_sliced: args.time_sliced,
     };
     let t0 = Instant::now();
     let sim = match &args.trace {
@@ -224,20 +225,23 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         step: 30,
         warmup_days: 3,
         openmetrics: None,
+        time_sliced: 0,
         trace: None,
     };
     simulate(ctx, &sim_args)?;
-    // The simulated tenants' teams, unless the config maps namespaces itself; saved as
+    // Teams and cost centres come from the simulated namespaces' labels in the lake (the
+    // `teams` view); the config's own [teams], if any, still win. Saved as
     // DIR/gpuledger.toml so later `report` and `query` runs see the same lake and teams.
-    let mut config = ctx.config.clone();
-    if config.teams.is_empty() {
-        for ns in crate::simulate::workload::default_namespaces() {
-            config.teams.insert(ns.name.to_string(), crate::config::TeamEntry::Team(ns.team.to_string()));
+    let config = ctx.config.clone();
+    let mut toml_text = String::from("# Written by `gpuledger demo`: gpuledger --config <this file> report chargeback --month <month>\n[lake]\npath = \"lake\"\n");
+    if !config.teams.is_empty() {
+        toml_text.push_str("\n[teams]\n");
+        for (ns, entry) in &config.teams {
+            match entry.cost_centre() {
+                Some(cc) => toml_text.push_str(&format!("{ns:?} = {{ team = {:?}, cost_centre = {cc:?} }}\n", entry.team())),
+                None => toml_text.push_str(&format!("{ns:?} = {:?}\n", entry.team())),
+            }
         }
-    }
-    let mut toml_text = String::from("# Written by `gpuledger demo`: gpuledger --config <this file> report chargeback --month <month>\n[lake]\npath = \"lake\"\n\n[teams]\n");
-    for (ns, team) in config.teams.iter().map(|(n, t)| (n, t.team())) {
-        toml_text.push_str(&format!("{ns:?} = {team:?}\n"));
     }
     Config::parse(&toml_text, "demo config").context("the demo's own config")?;
     report::write_atomic(&args.out.join("gpuledger.toml"), toml_text.as_bytes())?;

@@ -351,7 +351,7 @@ fn register_teams(ctx: &SessionContext, config: &Config) -> Result<()> {
         ],
     )
     .map_err(setup)?;
-    register_mem(ctx, "teams", schema, batch)
+    register_mem(ctx, "teams_config", schema, batch)
 }
 
 fn setup(e: impl std::fmt::Display) -> EngineError {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 /// (name, SQL) of every built-in query.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback", include_str!("../queries/chargeback.sql")),
-    ("teams", include_str!("../queries/teams.sql")),
+    ("namespace_owners", include_str!("../queries/namespace_owners.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
     ("completeness", include_str!("../queries/completeness.sql")),
     ("gaps", include_str!("../queries/gaps.sql")),
@@ -27,6 +27,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// (name, SELECT) of the views every session has, in dependency order. Each file's header
 /// comment documents the view and its columns (`gpuledger tables` prints it).
 pub const VIEWS: &[(&str, &str)] = &[
+    ("teams", include_str!("../queries/views/teams.sql")),
     ("usage", include_str!("../queries/views/usage.sql")),
     ("pod_runs", include_str!("../queries/views/pod_runs.sql")),
     ("daily_usage", include_str!("../queries/views/daily_usage.sql")),

@@ -161,6 +161,7 @@ fn simulation() -> &'static gpuledger::simulate::Simulation {
             start: chrono::NaiveDate::from_ymd_opt(2026, 10, 1).unwrap(),
             warmup_days: 3,
             target_util: 0.75,
+            time_sliced: 0,
         })
         .unwrap()
     })

@@ -193,7 +193,7 @@ fn tables_documents_every_column() {
     let f = fixture();
     let _turn = serial();
     let text = common::stdout(&common::run_ok(&f.dir, &["--config", "d/gpuledger.toml", "tables"]));
-    for name in ["gpu_samples  (table)", "pods  (table)", "usage  (view)", "pod_runs  (view)", "daily_usage  (view)", "gpu_prices  (config table)", "teams  (config table)"] {
+    for name in ["gpu_samples  (table)", "pods  (table)", "usage  (view)", "pod_runs  (view)", "daily_usage  (view)", "gpu_prices  (config table)", "teams_config  (config table)", "teams  (view)"] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
     for section in text.split("\n\n").filter(|s| !s.trim().is_empty()) {

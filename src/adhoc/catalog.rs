@@ -111,9 +111,13 @@ const COLUMNS: &[(&str, &str, &str)] = &[
     ("calendar", "date", "a UTC day, YYYY-MM-DD"),
     ("calendar", "day_start", "its start (UTC)"),
     ("calendar", "day_end", "its end (exclusive)"),
-    ("teams", "namespace", "a namespace"),
-    ("teams", "team", "the team it belongs to"),
-    ("teams", "cost_centre", "its cost centre, NULL when none is known"),
+    ("teams_config", "namespace", "a namespace"),
+    ("teams_config", "team", "the team it belongs to"),
+    ("teams_config", "cost_centre", "its cost centre, NULL when none is configured"),
+    ("namespace_labels", "ts", "the hour the labels were seen (UTC)"),
+    ("namespace_labels", "namespace", "a namespace"),
+    ("namespace_labels", "team", "its team label (prometheus.labels.namespace_team), NULL when absent"),
+    ("namespace_labels", "cost_centre", "its cost-centre label (prometheus.labels.namespace_cost_centre), NULL when absent"),
 ];
 
 const CONFIG_TABLES: &[(&str, &str)] = &[
@@ -123,7 +127,7 @@ const CONFIG_TABLES: &[(&str, &str)] = &[
     ("tariff_bands", "config [[pricing.power.tariff]]: time-of-use bands as configured"),
     ("power_tariff", "config [pricing.power]: the tariff resolved to 15-minute UTC buckets over the lake's days"),
     ("calendar", "the lake's UTC days, for cutting intervals at midnight"),
-    ("teams", "config [teams]: namespace -> team and cost centre"),
+    ("teams_config", "config [teams]: namespace -> team and cost centre (the `teams` view adds namespace labels)"),
 ];
 
 /// One column as listed.

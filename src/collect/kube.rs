@@ -30,10 +30,11 @@ pub enum KubeMetric {
     Quota,
     NodeCapacity,
     KueuePending,
+    NamespaceLabels,
 }
 
 impl KubeMetric {
-    pub const ALL: [KubeMetric; 13] = [
+    pub const ALL: [KubeMetric; 14] = [
         KubeMetric::Info,
         KubeMetric::Created,
         KubeMetric::Scheduled,
@@ -47,6 +48,7 @@ impl KubeMetric {
         KubeMetric::Quota,
         KubeMetric::NodeCapacity,
         KubeMetric::KueuePending,
+        KubeMetric::NamespaceLabels,
     ];
 
     /// The selector queried for this metric.
@@ -68,6 +70,8 @@ impl KubeMetric {
             KubeMetric::NodeCapacity => format!("{}{{resource=~\"nvidia_com_.*\"}}", m.node_capacity),
             // absent where Kueue does not run: an empty answer is not a gap
             KubeMetric::KueuePending => m.kueue_pending.clone(),
+            // absent where kube-state-metrics exports no namespace labels: not a gap either
+            KubeMetric::NamespaceLabels => m.namespace_labels.clone(),
         }
     }
 }
@@ -115,6 +119,8 @@ pub struct KubeState {
     capacity: BTreeMap<(i64, String, String), f64>,
     /// (ts, cluster_queue, status) -> pending workloads
     kueue: BTreeMap<(i64, String, String), f64>,
+    /// (hour, namespace) -> (team, cost centre)
+    namespace_labels: BTreeMap<(i64, String), (Option<String>, Option<String>)>,
 }
 
 fn secs_to_ms(v: f64) -> Option<i64> {
@@ -131,6 +137,7 @@ impl KubeState {
             quotas: BTreeMap::new(),
             capacity: BTreeMap::new(),
             kueue: BTreeMap::new(),
+            namespace_labels: BTreeMap::new(),
         }
     }
 
@@ -143,6 +150,24 @@ impl KubeState {
     }
 
     pub fn add(&mut self, metric: KubeMetric, series: &[Series], cfg: &PrometheusConfig) {
+        if metric == KubeMetric::NamespaceLabels {
+            let ns_pick = LabelPick::for_response(&["namespace".to_string()], series);
+            let pick = |names: &[String], s: &Series| names.iter().find_map(|l| s.labels.get(l)).filter(|v| !v.is_empty()).cloned();
+            for s in series {
+                let Some(ns) = ns_pick.get(&s.labels) else { continue };
+                let (team, cc) = (pick(&cfg.labels.namespace_team, s), pick(&cfg.labels.namespace_cost_centre, s));
+                if team.is_none() && cc.is_none() {
+                    continue;
+                }
+                for &(t, _) in &s.samples {
+                    let hour = t.div_euclid(3_600_000) * 3_600_000;
+                    if hour >= self.from && hour < self.to {
+                        self.namespace_labels.insert((hour, ns.to_string()), (team.clone(), cc.clone()));
+                    }
+                }
+            }
+            return;
+        }
         if matches!(metric, KubeMetric::NodeCapacity | KubeMetric::KueuePending) {
             let (k1, k2) = if metric == KubeMetric::NodeCapacity { ("node", "resource") } else { ("cluster_queue", "status") };
             for s in series {
@@ -245,7 +270,7 @@ impl KubeState {
                         pod.team = Some(team.clone());
                     }
                 }
-                KubeMetric::Quota | KubeMetric::NodeCapacity | KubeMetric::KueuePending => {}
+                KubeMetric::Quota | KubeMetric::NodeCapacity | KubeMetric::KueuePending | KubeMetric::NamespaceLabels => {}
             }
         }
     }
@@ -383,6 +408,25 @@ mod tests {
 }
 
 impl KubeState {
+    /// `namespace_labels` rows for hours in `[c_start, c_end)`.
+    pub fn namespace_labels_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
+        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
+        let mut team = StringDictionaryBuilder::<Int32Type>::new();
+        let mut cc = StringDictionaryBuilder::<Int32Type>::new();
+        for ((t, n), (tm, c)) in self.namespace_labels.range((c_start, String::new())..) {
+            if *t >= c_end {
+                break;
+            }
+            ts.append_value(*t);
+            ns.append_value(n);
+            team.append_option(tm.as_deref());
+            cc.append_option(c.as_deref());
+        }
+        let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(team.finish()), Arc::new(cc.finish())];
+        RecordBatch::try_new(Table::NamespaceLabels.schema(), columns).expect("columns match the namespace_labels schema")
+    }
+
     /// `node_capacity` or `kueue_pending` rows for cells in `[c_start, c_end)`.
     pub fn gauge_batch(&self, table: Table, c_start: i64, c_end: i64) -> RecordBatch {
         let map = if table == Table::NodeCapacity { &self.capacity } else { &self.kueue };

@@ -217,6 +217,8 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
             let b = merge_window(lake, table, date, "ts", w0, w1, kube.gauge_batch(table, w0, w1))?;
             write_partition(lake, table, date, &b)?;
         }
+        let b = merge_window(lake, Table::NamespaceLabels, date, "ts", w0, w1, kube.namespace_labels_batch(w0, w1))?;
+        write_partition(lake, Table::NamespaceLabels, date, &b)?;
         let day_gaps: Vec<_> = gaps.iter().filter(|g| g.2 >= d && g.2 < d + DAY_MS).cloned().collect();
         let g = merge_window(lake, Table::Gaps, date, "gap_start", w0, w1, gaps_batch(&day_gaps))?;
         write_partition(lake, Table::Gaps, date, &g)?;

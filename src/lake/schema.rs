@@ -27,10 +27,12 @@ pub enum Table {
     NodeCapacity,
     /// Kueue pending workloads per ClusterQueue over time, where Kueue runs.
     KueuePending,
+    /// Team and cost-centre labels of each namespace (kube_namespace_labels), hourly.
+    NamespaceLabels,
 }
 
 impl Table {
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Table::GpuSamples,
         Table::Pods,
         Table::PendingSamples,
@@ -39,6 +41,7 @@ impl Table {
         Table::Gaps,
         Table::NodeCapacity,
         Table::KueuePending,
+        Table::NamespaceLabels,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +54,7 @@ impl Table {
             Table::Gaps => "gaps",
             Table::NodeCapacity => "node_capacity",
             Table::KueuePending => "kueue_pending",
+            Table::NamespaceLabels => "namespace_labels",
         }
     }
 
@@ -69,6 +73,7 @@ impl Table {
             Table::Gaps => &["source", "metric", "gap_start"],
             Table::NodeCapacity => &["node", "resource", "ts"],
             Table::KueuePending => &["cluster_queue", "status", "ts"],
+            Table::NamespaceLabels => &["namespace", "ts"],
         }
     }
 
@@ -79,7 +84,7 @@ impl Table {
             Table::Pods => &["created", "scheduled", "started", "finished"],
             Table::Nodes => &["first_seen", "last_seen"],
             Table::Gaps => &["gap_start", "gap_end"],
-            Table::NodeCapacity | Table::KueuePending => &["ts"],
+            Table::NodeCapacity | Table::KueuePending | Table::NamespaceLabels => &["ts"],
         }
     }
 
@@ -93,6 +98,7 @@ impl Table {
             Table::Gaps => "windows [gap_start, gap_end) in which a source returned no data",
             Table::NodeCapacity => "GPU capacity per node and resource over time",
             Table::KueuePending => "Kueue pending workloads per ClusterQueue and status over time",
+            Table::NamespaceLabels => "team and cost-centre labels of each namespace (kube_namespace_labels), hourly",
         }
     }
 
@@ -115,6 +121,12 @@ impl Table {
                 label("cluster_queue", false),
                 label("status", false),
                 Field::new("workloads", DataType::Float64, true),
+            ])),
+            Table::NamespaceLabels => Arc::new(Schema::new(vec![
+                ts("ts", false),
+                label("namespace", false),
+                label("team", true),
+                label("cost_centre", true),
             ])),
         }
     }

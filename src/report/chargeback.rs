@@ -192,7 +192,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     detail.sort_by(|a, b| (&a.namespace, &a.gpu_model, &a.mig_profile, &a.date).cmp(&(&b.namespace, &b.gpu_model, &b.mig_profile, &b.date)));
 
     let mut owners = BTreeMap::new();
-    for b in &run_query(ctx, "teams", &queries.get("teams")?, vec![]).await? {
+    for b in &run_query(ctx, "namespace_owners", &queries.get("namespace_owners")?, vec![]).await? {
         let (ns, team, cc) = (strs(R, b, "namespace")?, strs(R, b, "team")?, strs(R, b, "cost_centre")?);
         for i in 0..b.num_rows() {
             if let Some(ns) = ns[i].clone() {

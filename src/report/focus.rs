@@ -20,7 +20,7 @@ use crate::queries::Queries;
 use crate::timewin::Window;
 
 /// Mandatory and conditional FOCUS 1.2 columns gpuledger fills (or leaves null), in order.
-pub const FOCUS_COLUMNS: [&str; 49] = [
+pub const FOCUS_COLUMNS: [&str; 50] = [
     "AvailabilityZone",
     "BilledCost",
     "BillingAccountId",
@@ -67,6 +67,7 @@ pub const FOCUS_COLUMNS: [&str; 49] = [
     "ServiceName",
     "ServiceSubcategory",
     "SkuId",
+    "SkuPriceId",
     "SubAccountId",
     "SubAccountName",
     "Tags",
@@ -312,6 +313,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
             s(service),                       // ServiceName
             s("Containers"),                  // ServiceSubcategory
             Cell::Null,                       // SkuId
+            Cell::Null,                       // SkuPriceId
             s(account),                       // SubAccountId
             s(account),                       // SubAccountName
             s(&Value::Object(tags).to_string()), // Tags

@@ -26,6 +26,10 @@ pub const MIG_LAYOUT: [(&str, i16, u32, f32); 2] = [("3g.40gb", 1, 3, 40192.0), 
 
 pub const GPUS_PER_NODE: usize = 8;
 
+/// Most schedulable units one physical GPU is carved into (MIG instances or time-slicing
+/// replicas).
+pub const MAX_UNITS: usize = 4;
+
 #[derive(Debug)]
 pub struct Node {
     pub name: String,
@@ -49,6 +53,9 @@ pub struct Unit {
     pub fb_mib: f32,
     /// Index into `Cluster::gpus`.
     pub gpu: usize,
+    /// A time-slicing replica (`nvidia.com/gpu.shared`): the pods holding a GPU's replicas at
+    /// an instant share it evenly, 1/n each.
+    pub time_sliced: bool,
 }
 
 /// One physical GPU and the units carved from it.
@@ -70,6 +77,12 @@ impl Cluster {
     /// `gpus` rounded up to whole nodes. From three nodes up, one A100 node is MIG-partitioned
     /// and about one node in eight is L4; the rest are split between H100 and A100.
     pub fn build(gpus: usize, seed: u64) -> Cluster {
+        Cluster::build_with(gpus, seed, 0)
+    }
+
+    /// As `build`; with `replicas` >= 2 the last GPU of the last node is shared by
+    /// time-slicing, offered as that many `nvidia.com/gpu.shared` replicas.
+    pub fn build_with(gpus: usize, seed: u64, replicas: usize) -> Cluster {
         let n = gpus.div_ceil(GPUS_PER_NODE).max(1);
         let mut kinds: Vec<(&'static GpuModel, bool)> = Vec::new();
         let mig_nodes = usize::from(n >= 3);
@@ -89,7 +102,10 @@ impl Cluster {
                 let uuid = gpu_uuid(seed, i, g);
                 let gpu_idx = cluster.gpus.len();
                 let mut phys = PhysicalGpu { node: i, units: Vec::new(), model };
-                let layout: Vec<(Option<&'static str>, Option<i16>, f64, f32)> = if mig {
+                let sliced = replicas >= 2 && i == n - 1 && g == GPUS_PER_NODE - 1 && !mig;
+                let layout: Vec<(Option<&'static str>, Option<i16>, f64, f32)> = if sliced {
+                    vec![(None, None, 1.0 / replicas.min(MAX_UNITS) as f64, model.fb_mib); replicas.min(MAX_UNITS)]
+                } else if mig {
                     MIG_LAYOUT.iter().map(|(p, id, slices, fb)| (Some(*p), Some(*id), *slices as f64 / 7.0, *fb)).collect()
                 } else {
                     vec![(None, None, 1.0, model.fb_mib)]
@@ -106,6 +122,7 @@ impl Cluster {
                         share,
                         fb_mib: fb,
                         gpu: gpu_idx,
+                        time_sliced: sliced,
                     });
                     phys.units.push(u);
                     cluster.nodes[i].units.push(u);

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use arrow::array::RecordBatch;
 use chrono::{DateTime, NaiveDate};
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, MAX_UNITS};
 use super::scheduler::Schedule;
 use super::signals::{SignalModel, UnitCursor};
 use super::workload::NamespaceSpec;
@@ -94,7 +94,8 @@ impl LakeOutput<'_> {
         write_partition(self.lake, Table::PendingSamples, date, &pending)?;
         write_partition(self.lake, Table::Quotas, date, &self.quotas(s, e))?;
         write_partition(self.lake, Table::Nodes, date, &self.nodes(s, e))?;
-        stats.files = 4;
+        write_partition(self.lake, Table::NamespaceLabels, date, &self.namespace_labels(s, e))?;
+        stats.files = 5;
         Ok(stats)
     }
 
@@ -105,8 +106,8 @@ impl LakeOutput<'_> {
             let mut cursors = vec![UnitCursor::default(); phys.units.len()];
             let mut t = s;
             while t < e {
-                let mut holders = [None; 2];
-                let mut zombies = [None; 2];
+                let mut holders = [None; MAX_UNITS];
+                let mut zombies = [None; MAX_UNITS];
                 for (i, &u) in phys.units.iter().enumerate() {
                     (holders[i], zombies[i]) = cursors[i].at(&self.schedule.occupancy[u], &self.schedule.zombies[u], t);
                 }
@@ -115,6 +116,10 @@ impl LakeOutput<'_> {
                 for (i, &u) in phys.units.iter().enumerate() {
                     let unit = &self.cluster.units[u];
                     let us = &sample.units[i];
+                    let share = sample.shares[i];
+                    if share <= 0.0 {
+                        continue; // an idle time-slicing replica: its GPU's row is the first replica's
+                    }
                     let pod = us.pod.map(|id| &self.schedule.pods[id]);
                     let ns = pod.map(|p| &self.namespaces[p.ns]);
                     rows.push(&GpuSampleRow {
@@ -129,12 +134,12 @@ impl LakeOutput<'_> {
                         namespace: ns.map(|n| n.name),
                         pod: pod.map(|p| p.name.as_str()),
                         container: ns.map(|n| n.container),
-                        share: unit.share,
+                        share,
                         util_pct: Some(us.util_pct as f32),
                         mem_used_mib: Some(us.mem_used_mib as f32),
                         mem_total_mib: Some(unit.fb_mib),
                         power_w: Some(us.power_w as f32),
-                        energy_j: Some(sample.energy_between(t, t + len_s as i64 * 1000) * unit.share),
+                        energy_j: Some(sample.energy_between(t, t + len_s as i64 * 1000) * share),
                         temp_c: Some(us.temp_c as f32),
                         xid: Some(us.xid),
                     });
@@ -171,6 +176,26 @@ impl LakeOutput<'_> {
             rows.push(q.ts, self.namespaces[q.ns].name, "requests.nvidia.com/gpu", Some(q.hard as f64), Some(q.used as f64));
         }
         rows.finish()
+    }
+
+    /// Each namespace's team and cost-centre labels, hourly (kube_namespace_labels).
+    fn namespace_labels(&self, s: i64, e: i64) -> RecordBatch {
+        use arrow::array::{ArrayRef, StringDictionaryBuilder, TimestampMillisecondBuilder};
+        use arrow::datatypes::Int32Type;
+        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let (mut ns, mut team, mut cc) = (StringDictionaryBuilder::<Int32Type>::new(), StringDictionaryBuilder::<Int32Type>::new(), StringDictionaryBuilder::<Int32Type>::new());
+        for spec in self.namespaces {
+            let mut t = s;
+            while t < e {
+                ts.append_value(t);
+                ns.append_value(spec.name);
+                team.append_value(spec.team);
+                cc.append_value(spec.cost_centre());
+                t += 3_600_000;
+            }
+        }
+        let columns: Vec<ArrayRef> = vec![std::sync::Arc::new(ts.finish()), std::sync::Arc::new(ns.finish()), std::sync::Arc::new(team.finish()), std::sync::Arc::new(cc.finish())];
+        RecordBatch::try_new(Table::NamespaceLabels.schema(), columns).expect("columns match the namespace_labels schema")
     }
 
     fn nodes(&self, s: i64, e: i64) -> RecordBatch {

@@ -64,32 +64,26 @@ pub fn compute(
         out.insert(ns.name.to_string(), NamespaceLedger::default());
     }
 
-    // GPU time and energy: exact holding intervals, clipped to the window; energy integrates
-    // the GPU's piecewise-constant power over the exact overlap of each interval and step
-    // (a MIG instance gets its share of its GPU's energy).
+    // GPU time and energy: exact holding pieces, clipped to the window; energy integrates
+    // the GPU's piecewise-constant power over the exact overlap of each piece and step (a
+    // MIG instance gets its share of its GPU's energy, a time-sliced pod 1/n).
     let mut held_seconds = 0.0;
     let mut held_energy = 0.0;
-    for (u, list) in schedule.occupancy.iter().enumerate() {
-        let unit = &cluster.units[u];
-        for occ in list {
-            let (s, e) = (occ.start.max(ws), occ.end.min(we));
-            if s >= e {
-                continue;
-            }
-            let ns = namespaces[schedule.pods[occ.pod].ns].name;
-            let entry = out.get_mut(ns).expect("known namespace");
-            let secs = (e - s) as f64 / 1000.0 * unit.share;
-            entry.gpu_seconds += secs;
-            held_seconds += secs;
-            let mut k = ws + (s - ws).div_euclid(step) * step;
-            let mut energy = 0.0;
-            while k < e {
-                energy += model.gpu_at(unit.gpu, k).energy_between(s.max(k), e.min(k + step)) * unit.share;
-                k += step;
-            }
-            entry.energy_j += energy;
-            held_energy += energy;
+    for piece in holding_pieces(cluster, schedule, window) {
+        let unit = &cluster.units[piece.unit];
+        let ns = namespaces[schedule.pods[piece.pod].ns].name;
+        let entry = out.get_mut(ns).expect("known namespace");
+        let secs = (piece.end - piece.start) as f64 / 1000.0 * piece.share;
+        entry.gpu_seconds += secs;
+        held_seconds += secs;
+        let mut k = ws + (piece.start - ws).div_euclid(step) * step;
+        let mut energy = 0.0;
+        while k < piece.end {
+            energy += model.gpu_at(unit.gpu, k).energy_between(piece.start.max(k), piece.end.min(k + step)) * piece.share;
+            k += step;
         }
+        entry.energy_j += energy;
+        held_energy += energy;
     }
 
     // The whole pool's energy over the window.
@@ -153,4 +147,101 @@ pub fn compute(
         cluster_energy_j: cluster_energy,
         namespaces: out,
     }
+}
+
+/// A pod holding (a share of) a unit over `[start, end)`, inside the window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Piece {
+    pub pod: usize,
+    pub unit: usize,
+    pub start: i64,
+    pub end: i64,
+    /// The unit's share of its GPU (1, a MIG slice), or 1/n while n pods time-slice it.
+    pub share: f64,
+}
+
+/// Every exact holding piece in `window`, from the schedule's occupancy intervals. A
+/// time-sliced GPU is swept over the instants its holders change, each holder getting 1/n.
+pub fn holding_pieces(cluster: &Cluster, schedule: &Schedule, window: (i64, i64)) -> Vec<Piece> {
+    let (ws, we) = window;
+    let mut out = Vec::new();
+    for phys in &cluster.gpus {
+        let sliced = phys.units.first().is_some_and(|&u| cluster.units[u].time_sliced);
+        let mut intervals = Vec::new();
+        for &u in &phys.units {
+            for occ in &schedule.occupancy[u] {
+                let (s, e) = (occ.start.max(ws), occ.end.min(we));
+                if s < e {
+                    intervals.push((u, occ.pod, s, e));
+                }
+            }
+        }
+        if !sliced {
+            out.extend(intervals.into_iter().map(|(unit, pod, start, end)| Piece { pod, unit, start, end, share: cluster.units[unit].share }));
+            continue;
+        }
+        let mut cuts: Vec<i64> = intervals.iter().flat_map(|&(_, _, s, e)| [s, e]).collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let holders: Vec<&(usize, usize, i64, i64)> = intervals.iter().filter(|&&(_, _, s, e)| s <= a && e >= b).collect();
+            let n = holders.len() as f64;
+            for &&(unit, pod, _, _) in &holders {
+                out.push(Piece { pod, unit, start: a, end: b, share: 1.0 / n });
+            }
+        }
+    }
+    out
+}
+
+/// Cloud and power cost per namespace (and `__unallocated__`), integrated over the exact
+/// holding pieces: `gpu_price(unit, t)` is the price per hour of the unit's whole share at
+/// step start `t` (the caller's price list, a MIG profile price divided by its slice),
+/// `kwh_price(t)` the price per kWh including PUE. Prices may change only at step edges.
+pub fn priced(
+    cluster: &Cluster,
+    namespaces: &[NamespaceSpec],
+    schedule: &Schedule,
+    model: &SignalModel,
+    window: (i64, i64),
+    gpu_price: impl Fn(&super::cluster::Unit, i64) -> f64,
+    kwh_price: impl Fn(i64) -> f64,
+) -> BTreeMap<String, (f64, f64)> {
+    let (ws, we) = window;
+    let step = model.step_ms;
+    let mut out: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    let (mut held_cloud, mut held_power) = (0.0, 0.0);
+    for piece in holding_pieces(cluster, schedule, window) {
+        let unit = &cluster.units[piece.unit];
+        let ns = namespaces[schedule.pods[piece.pod].ns].name;
+        let mut k = ws + (piece.start - ws).div_euclid(step) * step;
+        let (mut cloud, mut power) = (0.0, 0.0);
+        while k < piece.end {
+            let (a, b) = (piece.start.max(k), piece.end.min(k + step));
+            cloud += (b - a) as f64 / 3_600_000.0 * piece.share * gpu_price(unit, k);
+            power += model.gpu_at(unit.gpu, k).energy_between(a, b) * piece.share / 3.6e6 * kwh_price(k);
+            k += step;
+        }
+        let e = out.entry(ns.to_string()).or_default();
+        e.0 += cloud;
+        e.1 += power;
+        held_cloud += cloud;
+        held_power += power;
+    }
+    // The pool: every unit at its nominal share (time-slicing replicas 1/replicas each).
+    let (mut pool_cloud, mut pool_power) = (0.0, 0.0);
+    let mut k = ws;
+    while k < we {
+        let b = we.min(k + step);
+        for unit in &cluster.units {
+            pool_cloud += (b - k) as f64 / 3_600_000.0 * unit.share * gpu_price(unit, k);
+        }
+        for gpu in 0..cluster.gpus.len() {
+            pool_power += model.gpu_at(gpu, k).energy_between(k, b) / 3.6e6 * kwh_price(k);
+        }
+        k += step;
+    }
+    out.insert(UNALLOCATED.to_string(), (pool_cloud - held_cloud, pool_power - held_power));
+    out
 }

@@ -33,6 +33,8 @@ pub struct SimParams {
     pub warmup_days: u32,
     /// Offered load as a fraction of the pool.
     pub target_util: f64,
+    /// Time-slicing replicas of one shared GPU (the last node's last GPU); 0: none.
+    pub time_sliced: u32,
 }
 
 impl SimParams {
@@ -63,6 +65,8 @@ pub enum SimError {
     Days(u32),
     #[error("--step must divide a day and be 1..=3600 s, got {0}")]
     Step(u32),
+    #[error("--time-sliced must be 0 (none) or 2..=4 replicas, got {0}")]
+    TimeSliced(u32),
 }
 
 impl SimParams {
@@ -76,6 +80,9 @@ impl SimParams {
         if self.step_s == 0 || self.step_s > 3600 || 86_400 % self.step_s != 0 {
             return Err(SimError::Step(self.step_s));
         }
+        if self.time_sliced == 1 || self.time_sliced > cluster::MAX_UNITS as u32 {
+            return Err(SimError::TimeSliced(self.time_sliced));
+        }
         Ok(())
     }
 }
@@ -83,7 +90,7 @@ impl SimParams {
 impl Simulation {
     pub fn run(params: SimParams) -> Result<Simulation, SimError> {
         params.validate()?;
-        let cluster = Cluster::build(params.gpus, params.seed);
+        let cluster = Cluster::build_with(params.gpus, params.seed, params.time_sliced as usize);
         let namespaces = workload::default_namespaces();
         let (ws, we) = params.window_ms();
         let sched = SchedulerParams {

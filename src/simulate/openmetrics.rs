@@ -112,8 +112,13 @@ impl<W: Write> OmWriter<'_, W> {
                 // Group the unit's steps by holder: one series per label set, each contiguous.
                 let mut groups: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
                 let mut cursor = UnitCursor::default();
+                let slot = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
                 for k in 0..steps {
                     let (holder, _) = cursor.at(&sim.schedule.occupancy[u], &sim.schedule.zombies[u], ws + k as i64 * step);
+                    // A time-sliced GPU has one series per pod sharing it, or one without a pod.
+                    if unit.time_sliced && self.model.gpu_at(unit.gpu, ws + k as i64 * step).shares[slot] <= 0.0 {
+                        continue;
+                    }
                     groups.entry(holder).or_default().push(k);
                 }
                 let node = &sim.cluster.nodes[unit.node].name;
@@ -297,13 +302,24 @@ impl<W: Write> OmWriter<'_, W> {
             }
         }
 
-        self.family("kube_node_status_capacity", "The capacity for different resources of a node.")?;
+        self.family("kube_namespace_labels", "Kubernetes labels converted to Prometheus labels.")?;
         let (ws, we) = sim.params.window_ms();
+        for ns in &sim.namespaces {
+            let labels = format!("namespace=\"{}\",label_cost_centre=\"{}\",label_team=\"{}\",{ksm}", esc(ns.name), esc(ns.cost_centre()), esc(ns.team));
+            let mut ts = ws;
+            while ts < we {
+                self.sample("kube_namespace_labels", &labels, "1", ts)?;
+                ts += step;
+            }
+        }
+
+        self.family("kube_node_status_capacity", "The capacity for different resources of a node.")?;
         for node in &sim.cluster.nodes {
             let mut res: BTreeMap<String, u32> = BTreeMap::new();
             for &u in &node.units {
                 let name = match sim.cluster.units[u].mig_profile {
                     Some(p) => format!("nvidia_com_mig_{}", p.replace('.', "_")),
+                    None if sim.cluster.units[u].time_sliced => "nvidia_com_gpu_shared".into(),
                     None => "nvidia_com_gpu".into(),
                 };
                 *res.entry(name).or_default() += 1;

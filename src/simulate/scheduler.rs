@@ -116,6 +116,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
     let quota_hard: Vec<u32> = namespaces.iter().map(|ns| ((ns.quota_frac * pool as f64).round() as u32).max(1)).collect();
     let rates: Vec<f64> = namespaces.iter().map(|ns| ns.base_rate_per_hour(pool, p.target_util)).collect();
     let mut job_seq = vec![0u32; namespaces.len()];
+    let shared_offered = cluster.units.iter().any(|u| u.time_sliced);
 
     let mut pods: Vec<SimPod> = Vec::new();
     let mut holder: Vec<Option<usize>> = vec![None; cluster.units.len()];
@@ -157,7 +158,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
                 job_seq[ns_idx] += 1;
                 // kube-state-metrics reports whole seconds; so does the model.
                 let created = t - rng.int(0, p.step_ms / 1000 - 1) * 1000;
-                let pod = new_job(&mut rng, ns_idx, ns, job_seq[ns_idx], created);
+                let pod = new_job(&mut rng, ns_idx, ns, job_seq[ns_idx], created, shared_offered);
                 pending.push(pods.len());
                 pods.push(pod);
             }
@@ -251,9 +252,11 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
     Schedule { pods, occupancy, zombies, pending: pending_samples, quotas: quota_samples, quota_hard }
 }
 
-fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: i64) -> SimPod {
+fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: i64, shared_offered: bool) -> SimPod {
     let resource = if rng.f64() < ns.mig_frac {
         Resource::Mig(if rng.f64() < 0.5 { "3g.40gb" } else { "4g.40gb" })
+    } else if shared_offered && ns.shared_frac > 0.0 && rng.f64() < ns.shared_frac {
+        Resource::Shared
     } else {
         Resource::Gpu
     };
@@ -305,13 +308,15 @@ fn node_fits(cluster: &Cluster, ns: &NamespaceSpec, node: usize, resource: Resou
     match resource {
         Resource::Gpu => !n.mig && ns.models.contains(&n.model.kind),
         Resource::Mig(_) => n.mig,
+        Resource::Shared => n.units.iter().any(|&u| cluster.units[u].time_sliced),
     }
 }
 
 fn unit_matches(cluster: &Cluster, u: usize, resource: Resource) -> bool {
     match resource {
-        Resource::Gpu => true,
+        Resource::Gpu => !cluster.units[u].time_sliced,
         Resource::Mig(profile) => cluster.units[u].mig_profile == Some(profile),
+        Resource::Shared => cluster.units[u].time_sliced,
     }
 }
 

@@ -2,7 +2,7 @@
 //! and XID errors, as a pure function of the schedule and the step, so the lake writer, the
 //! OpenMetrics writer and the ledger all see the same values.
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, MAX_UNITS};
 use super::rng::{hash01, hash_normal};
 use super::scheduler::{Occupancy, Schedule, Zombie};
 use super::workload::Behavior;
@@ -36,9 +36,13 @@ pub struct GpuStep {
     /// Draw that lasts the whole step (W).
     pub base_w: f64,
     /// Per unit: dynamic draw (W) and the instant (ms) it stops, at most `ts + step_ms`.
-    pub busy: [(f64, i64); 2],
+    pub busy: [(f64, i64); MAX_UNITS],
     pub temp_c: f64,
-    pub units: [UnitStep; 2],
+    pub units: [UnitStep; MAX_UNITS],
+    /// Each unit's share of the GPU at this step: its fixed share (1, a MIG slice), or for
+    /// time-slicing replicas 1/n among the n held ones (the first replica carries an unheld
+    /// GPU; the others get 0 and have no row).
+    pub shares: [f64; MAX_UNITS],
     pub n_units: usize,
 }
 
@@ -112,8 +116,8 @@ impl<'a> SignalModel<'a> {
     /// The GPU at `ts` (random access; the writers use `UnitCursor` instead).
     pub fn gpu_at(&self, gpu: usize, ts: i64) -> GpuStep {
         let units = &self.cluster.gpus[gpu].units;
-        let mut holders = [None; 2];
-        let mut zombies = [None; 2];
+        let mut holders = [None; MAX_UNITS];
+        let mut zombies = [None; MAX_UNITS];
         for (i, &u) in units.iter().enumerate() {
             holders[i] = self.holder_at(u, ts);
             zombies[i] = self.zombie_at(u, ts);
@@ -122,22 +126,39 @@ impl<'a> SignalModel<'a> {
     }
 
     /// All signals of physical GPU `gpu` at `ts`, given who holds each of its units.
-    pub fn gpu_step(&self, gpu: usize, ts: i64, holders: &[Option<usize>; 2], zombies: &[Option<f32>; 2]) -> GpuStep {
+    pub fn gpu_step(&self, gpu: usize, ts: i64, holders: &[Option<usize>; MAX_UNITS], zombies: &[Option<f32>; MAX_UNITS]) -> GpuStep {
         let phys = &self.cluster.gpus[gpu];
         let model = phys.model;
         let step_no = (ts.div_euclid(self.step_ms)) as u64;
+        let n_units = phys.units.len();
+        let mut shares = [0.0; MAX_UNITS];
+        if phys.units.first().is_some_and(|&u| self.cluster.units[u].time_sliced) {
+            let held = holders[..n_units].iter().filter(|h| h.is_some()).count();
+            for i in 0..n_units {
+                shares[i] = match (held, holders[i]) {
+                    (0, _) if i == 0 => 1.0,
+                    (0, _) | (_, None) => 0.0,
+                    (n, Some(_)) => 1.0 / n as f64,
+                };
+            }
+        } else {
+            for (i, &u) in phys.units.iter().enumerate() {
+                shares[i] = self.cluster.units[u].share;
+            }
+        }
         let mut out = GpuStep {
             ts,
             step_ms: self.step_ms,
             power_w: 0.0,
             base_w: 0.0,
-            busy: [(0.0, ts); 2],
+            busy: [(0.0, ts); MAX_UNITS],
             temp_c: 0.0,
-            units: [UnitStep::default(); 2],
-            n_units: phys.units.len(),
+            units: [UnitStep::default(); MAX_UNITS],
+            shares,
+            n_units,
         };
         let mut busy = 0.0;
-        let mut busy_until = [ts; 2];
+        let mut busy_until = [ts; MAX_UNITS];
         let mut zombie_load = 0.0;
         for (i, &u) in phys.units.iter().enumerate() {
             let unit = &self.cluster.units[u];
@@ -178,13 +199,13 @@ impl<'a> SignalModel<'a> {
                             }
                         }
                     }
-                    busy += s.util_pct / 100.0 * unit.share;
+                    busy += s.util_pct / 100.0 * shares[i];
                     busy_until[i] = pod.finished.map_or(ts + self.step_ms, |f| f.min(ts + self.step_ms));
                 }
                 None => {
                     if let Some(mib) = zombies[i] {
                         s.mem_used_mib = mib as f64;
-                        zombie_load += 0.04 * unit.share;
+                        zombie_load += 0.04 * unit.share.min(shares[i].max(0.25));
                     }
                 }
             }
@@ -193,17 +214,20 @@ impl<'a> SignalModel<'a> {
         let jitter = 0.92 + 0.08 * hash01(self.seed, gpu as u64, step_no, 5);
         out.base_w = model.idle_w * (1.0 + zombie_load);
         let dynamic = (model.max_w - model.idle_w) * jitter;
-        for (i, &u) in phys.units.iter().enumerate() {
-            let unit = &self.cluster.units[u];
-            out.busy[i] = (dynamic * out.units[i].util_pct / 100.0 * unit.share, busy_until[i]);
+        for i in 0..n_units {
+            out.busy[i] = (dynamic * out.units[i].util_pct / 100.0 * shares[i], busy_until[i]);
         }
         let power = out.base_w + dynamic * busy;
         out.power_w = (power * 1000.0).round() / 1000.0;
         out.temp_c = (28.0 + 50.0 * busy + 1.5 * hash_normal(self.seed, gpu as u64, step_no, 6)).round();
+        let sliced = phys.units.first().is_some_and(|&u| self.cluster.units[u].time_sliced);
         for i in 0..out.n_units {
-            let share = self.cluster.units[phys.units[i]].share;
-            out.units[i].power_w = out.power_w * share;
+            out.units[i].power_w = out.power_w * shares[i];
             out.units[i].temp_c = out.temp_c;
+            // DCGM reports a time-sliced GPU's utilisation once, for the device.
+            if sliced && out.units[i].pod.is_some() {
+                out.units[i].util_pct = (busy * 100.0).round();
+            }
         }
         out
     }

@@ -144,6 +144,7 @@ pub fn simulate_trace(path: &Path, params: SimParams) -> Result<Simulation, Trac
                 sizes: &[(1, 1.0)],
                 dur_s: (1.0, 1.0),
                 mig_frac: 0.0,
+                shared_frac: 0.0,
                 util: (30.0, 80.0),
                 behaviors: [1.0, 0.0, 0.0, 0.0, 0.0],
             }
@@ -221,6 +222,7 @@ fn a100_pool(gpus: usize, seed: u64) -> Cluster {
                 share: 1.0,
                 fb_mib: A100.fb_mib,
                 gpu: cluster.gpus.len(),
+                time_sliced: false,
             });
             cluster.nodes[n].units.push(u);
             cluster.gpus.push(PhysicalGpu { node: n, units: vec![u], model: &A100 });

@@ -45,6 +45,8 @@ pub enum Resource {
     Gpu,
     /// `nvidia.com/mig-<profile>`: one MIG instance of that profile.
     Mig(&'static str),
+    /// `nvidia.com/gpu.shared`: one time-slicing replica of a shared GPU.
+    Shared,
 }
 
 impl Resource {
@@ -52,6 +54,7 @@ impl Resource {
         match self {
             Resource::Gpu => "nvidia.com/gpu".into(),
             Resource::Mig(p) => format!("nvidia.com/mig-{p}"),
+            Resource::Shared => "nvidia.com/gpu.shared".into(),
         }
     }
 }
@@ -72,6 +75,8 @@ pub struct NamespaceSpec {
     pub dur_s: (f64, f64),
     /// Fraction of jobs that ask for a MIG instance instead of whole GPUs.
     pub mig_frac: f64,
+    /// Fraction of the other jobs that ask for a time-sliced replica, where the pool has one.
+    pub shared_frac: f64,
     pub util: (f64, f64),
     /// Weights for Normal, Idle, DataStarved, Crash, Oom.
     pub behaviors: [f64; 5],
@@ -82,12 +87,12 @@ use ModelKind::{A100, H100, L4};
 /// The six tenants of the simulated cluster.
 pub fn default_namespaces() -> Vec<NamespaceSpec> {
     vec![
-        NamespaceSpec { name: "team-llm", team: "foundation-models", priority: Priority::High, container: "trainer", quota_frac: 0.40, load: 0.30, models: &[H100], sizes: &[(2, 1.0), (4, 2.0), (8, 2.0)], dur_s: (1800.0, 172_800.0), mig_frac: 0.0, util: (70.0, 97.0), behaviors: [0.80, 0.0, 0.08, 0.06, 0.06] },
-        NamespaceSpec { name: "team-vision", team: "perception", priority: Priority::Medium, container: "train", quota_frac: 0.25, load: 0.18, models: &[A100, H100], sizes: &[(1, 3.0), (2, 2.0), (4, 1.0)], dur_s: (900.0, 43_200.0), mig_frac: 0.0, util: (55.0, 92.0), behaviors: [0.75, 0.0, 0.10, 0.05, 0.10] },
-        NamespaceSpec { name: "team-recsys", team: "ads", priority: Priority::Medium, container: "worker", quota_frac: 0.20, load: 0.14, models: &[A100], sizes: &[(1, 3.0), (2, 1.0)], dur_s: (1800.0, 28_800.0), mig_frac: 0.0, util: (45.0, 85.0), behaviors: [0.70, 0.0, 0.20, 0.05, 0.05] },
-        NamespaceSpec { name: "team-research", team: "research", priority: Priority::Low, container: "notebook", quota_frac: 0.20, load: 0.16, models: &[A100, H100], sizes: &[(1, 4.0), (2, 1.0)], dur_s: (3600.0, 259_200.0), mig_frac: 0.0, util: (30.0, 90.0), behaviors: [0.45, 0.45, 0.0, 0.05, 0.05] },
-        NamespaceSpec { name: "team-inference", team: "serving", priority: Priority::High, container: "server", quota_frac: 0.15, load: 0.12, models: &[L4], sizes: &[(1, 1.0)], dur_s: (21_600.0, 259_200.0), mig_frac: 0.5, util: (20.0, 60.0), behaviors: [0.85, 0.10, 0.0, 0.05, 0.0] },
-        NamespaceSpec { name: "team-batch", team: "data-platform", priority: Priority::Low, container: "job", quota_frac: 0.16, load: 0.10, models: &[L4, A100], sizes: &[(1, 3.0), (2, 1.0)], dur_s: (300.0, 7200.0), mig_frac: 0.0, util: (50.0, 95.0), behaviors: [0.60, 0.0, 0.30, 0.0, 0.10] },
+        NamespaceSpec { name: "team-llm", team: "foundation-models", priority: Priority::High, container: "trainer", quota_frac: 0.40, load: 0.30, models: &[H100], sizes: &[(2, 1.0), (4, 2.0), (8, 2.0)], dur_s: (1800.0, 172_800.0), mig_frac: 0.0, shared_frac: 0.0, util: (70.0, 97.0), behaviors: [0.80, 0.0, 0.08, 0.06, 0.06] },
+        NamespaceSpec { name: "team-vision", team: "perception", priority: Priority::Medium, container: "train", quota_frac: 0.25, load: 0.18, models: &[A100, H100], sizes: &[(1, 3.0), (2, 2.0), (4, 1.0)], dur_s: (900.0, 43_200.0), mig_frac: 0.0, shared_frac: 0.0, util: (55.0, 92.0), behaviors: [0.75, 0.0, 0.10, 0.05, 0.10] },
+        NamespaceSpec { name: "team-recsys", team: "ads", priority: Priority::Medium, container: "worker", quota_frac: 0.20, load: 0.14, models: &[A100], sizes: &[(1, 3.0), (2, 1.0)], dur_s: (1800.0, 28_800.0), mig_frac: 0.0, shared_frac: 0.0, util: (45.0, 85.0), behaviors: [0.70, 0.0, 0.20, 0.05, 0.05] },
+        NamespaceSpec { name: "team-research", team: "research", priority: Priority::Low, container: "notebook", quota_frac: 0.20, load: 0.16, models: &[A100, H100], sizes: &[(1, 4.0), (2, 1.0)], dur_s: (3600.0, 259_200.0), mig_frac: 0.0, shared_frac: 0.0, util: (30.0, 90.0), behaviors: [0.45, 0.45, 0.0, 0.05, 0.05] },
+        NamespaceSpec { name: "team-inference", team: "serving", priority: Priority::High, container: "server", quota_frac: 0.15, load: 0.12, models: &[L4], sizes: &[(1, 1.0)], dur_s: (21_600.0, 259_200.0), mig_frac: 0.5, shared_frac: 0.4, util: (20.0, 60.0), behaviors: [0.85, 0.10, 0.0, 0.05, 0.0] },
+        NamespaceSpec { name: "team-batch", team: "data-platform", priority: Priority::Low, container: "job", quota_frac: 0.16, load: 0.10, models: &[L4, A100], sizes: &[(1, 3.0), (2, 1.0)], dur_s: (300.0, 7200.0), mig_frac: 0.0, shared_frac: 0.0, util: (50.0, 95.0), behaviors: [0.60, 0.0, 0.30, 0.0, 0.10] },
     ]
 }
 
@@ -115,6 +120,15 @@ pub fn log_uniform_mean(a: f64, b: f64) -> f64 {
 }
 
 impl NamespaceSpec {
+    /// The cost centre the namespace's `cost_centre` label names (teams roll up into three).
+    pub fn cost_centre(&self) -> &'static str {
+        match self.team {
+            "foundation-models" | "research" => "rnd-100",
+            "perception" | "ads" => "product-200",
+            _ => "platform-300",
+        }
+    }
+
     /// Mean GPU-hours of one job.
     pub fn mean_job_gpu_hours(&self) -> f64 {
         let w: f64 = self.sizes.iter().map(|(_, w)| w).sum();
