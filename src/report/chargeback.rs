@@ -507,7 +507,9 @@ fn spread(rows: &mut [NamespaceCharge], donors: &[usize], policy: &SpreadPolicy,
         return;
     }
     let cents: Vec<i128> = receivers.iter().map(|&i| round_ratio(rows[i].q.basis_cost(basis).max(0), RAW_PER_UNIT, 2)).collect();
-    let weights = if cents.iter().sum::<i128>() > 0 {
+    let weights = if receivers.len() == 1 {
+        vec![1]
+    } else if cents.iter().sum::<i128>() > 0 {
         cents
     } else {
         receivers.iter().map(|&i| (rows[i].q.gpu_us as i128) / 360_000).collect()

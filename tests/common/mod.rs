@@ -47,11 +47,27 @@ pub fn traces_dir(name: &str) -> Option<PathBuf> {
     }
 }
 
-/// Parses CSV text (no quoted commas) into header + rows.
+/// Parses CSV text (RFC 4180 quoting, one record per line) into header + rows.
 pub fn parse_csv(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    fn record(line: &str) -> Vec<String> {
+        let (mut out, mut field, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    field.push('"');
+                    chars.next();
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => out.push(std::mem::take(&mut field)),
+                (c, _) => field.push(c),
+            }
+        }
+        out.push(field);
+        out
+    }
     let mut lines = text.lines();
-    let header = lines.next().unwrap_or("").split(',').map(String::from).collect();
-    let rows = lines.map(|l| l.split(',').map(String::from).collect()).collect();
+    let header = record(lines.next().unwrap_or(""));
+    let rows = lines.map(record).collect();
     (header, rows)
 }
 
