@@ -1,4 +1,4 @@
-//! Golden output of every report on a small fixture lake: 16 simulated GPUs over two days
+//! Golden output of every report (17 sections) on a small fixture lake: 16 simulated GPUs over two days
 //! (seed 5). The numbers themselves are checked against the simulator in `ops_reports.rs`;
 //! this pins the exact output (columns, order, rounding, formats) so any change to it is a
 //! deliberate one. Regenerate with `GOLDEN_REGENERATE=1 cargo test --release --test golden_reports`
@@ -23,7 +23,7 @@ fn every_report_matches_its_golden_csv() {
         }
     }
     names.sort();
-    assert_eq!(names.len(), 16, "{names:?}");
+    assert_eq!(names.len(), 17, "{names:?}");
     let mut differ = Vec::new();
     for name in &names {
         let got = std::fs::read_to_string(dir.join("r/2026-10").join(name)).unwrap();

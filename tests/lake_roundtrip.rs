@@ -146,7 +146,7 @@ fn empty_lake_queries_and_reports_fine() {
     let out = common::run_ok(dir.path(), &["--lake", "nothing-here", "report", "chargeback", "--month", "2026-10", "--format", "csv"]);
     let text = common::stdout(&out);
     assert_eq!(text.lines().count(), 1, "header only: {text}");
-    assert!(text.starts_with("namespace,team,gpu_hours,"));
+    assert!(text.starts_with("namespace,team,cost_centre,gpu_hours,"), "{text}");
 }
 
 #[test]

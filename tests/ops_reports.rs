@@ -384,7 +384,7 @@ fn chargeback_by_model_adds_up_to_the_chargeback_and_the_pool() {
     let by = report("chargeback_models");
     let rows = by["rows"].as_array().unwrap();
     assert_eq!(by["total"]["gpu_hours"], cb["total"]["gpu_hours"], "same total GPU-hours");
-    assert_eq!(by["total"]["cloud_cost"], cb["total"]["cloud_cost"], "same total cloud cost");
+    assert_eq!(by["total"]["gpu_cost"], cb["total"]["gpu_cost"], "same total GPU cost");
     for r in cb["rows"].as_array().unwrap() {
         let mine: Vec<_> = rows.iter().filter(|m| m["namespace"] == r["namespace"]).collect();
         let hours: f64 = mine.iter().map(|m| num(&m["gpu_hours"])).sum();

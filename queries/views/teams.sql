@@ -1,5 +1,5 @@
--- Team and cost centre of every namespace: the config's [teams] where it names the
--- namespace, else the namespace's latest kube_namespace_labels in the lake.
+-- Team and cost centre of every namespace: config [teams] first, else its latest namespace labels.
+-- (The config wins where it names the namespace; labels come from kube_namespace_labels.)
 --   namespace: a namespace
 --   team: its team, NULL when only a cost centre is known
 --   cost_centre: its cost centre, NULL when none is known

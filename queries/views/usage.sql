@@ -8,7 +8,7 @@
 --   mig_profile: MIG profile of the slice (e.g. 3g.40gb), NULL for a whole GPU
 --   namespace: namespace of the pod holding the GPU, __unallocated__ when none did
 --   pod: the pod holding the GPU, NULL when none did
---   team: team of the namespace (config [teams]), NULL when unmapped
+--   team: team of the namespace (config [teams], else its namespace label), NULL when unknown
 --   share: the fraction of the GPU this row is (1, a MIG slice's share, 1/n time-sliced)
 --   gpu_hours: GPU-hours this row stands for (share x step)
 --   util_pct: GPU utilisation in percent (0-100)

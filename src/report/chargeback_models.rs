@@ -3,21 +3,17 @@
 
 use std::collections::BTreeMap;
 
-use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
-use super::chargeback::{self, Quantities, RAW_PER_UNIT, US_PER_HOUR};
+use super::chargeback::{Chargeback, Quantities, RAW_PER_UNIT, US_PER_HOUR};
 use super::money::apportion;
 use super::render::{Cell, Report};
-use super::Result;
 use crate::config::Config;
-use crate::queries::Queries;
 use crate::timewin::Window;
 
 const R: &str = "chargeback_models";
 
-pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<Report> {
-    let cb = chargeback::compute(ctx, queries, window).await?;
+pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
     // GPU rows only (CPU and memory rows have no model).
     let mut groups: BTreeMap<(String, String, String), Quantities> = BTreeMap::new();
     for r in cb.detail.iter().filter(|r| r.gpu_model.is_some()) {
@@ -36,7 +32,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
             vec![Cell::Str(ns), team, Cell::Str(model), if profile.is_empty() { Cell::Null } else { Cell::Str(profile) }, Cell::Dec { units: hours[i], decimals: 4 }, Cell::Dec { units: money[i], decimals: 2 }]
         })
         .collect();
-    Ok(Report {
+    Report {
         name: R.into(),
         title: format!("GPU chargeback by GPU model {}", window.label()),
         columns: ["namespace", "team", "gpu_model", "mig_profile", "gpu_hours", "gpu_cost"].map(String::from).to_vec(),
@@ -47,5 +43,5 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
             config.pricing.currency
         )],
         meta: Map::new(),
-    })
+    }
 }

@@ -8,15 +8,12 @@
 use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
-use datafusion::prelude::SessionContext;
 use serde_json::{Map, Value};
 
-use super::chargeback::{self, ChargeBy, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, US_PER_HOUR};
+use super::chargeback::{self, ChargeBy, Chargeback, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, US_PER_HOUR};
 use super::money::{apportion, round_ratio};
 use super::render::{Cell, Report};
-use super::Result;
 use crate::config::{Config, CostBasis};
-use crate::queries::Queries;
 use crate::timewin::Window;
 
 /// Mandatory and conditional FOCUS 1.2 columns gpuledger fills (or leaves null), in order.
@@ -122,8 +119,7 @@ fn basis_cost(kind: Kind, q: &Quantities, basis: CostBasis) -> i128 {
     }
 }
 
-pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<Report> {
-    let cb = chargeback::compute(ctx, queries, window).await?;
+pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
     let basis = config.pricing.basis;
     let by = config.chargeback_by;
     let spreads: BTreeMap<String, i128> = cb.namespaces(config).into_iter().map(|n| (n.namespace, n.spread)).collect();
@@ -337,7 +333,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let columns: Vec<String> = FOCUS_COLUMNS.iter().chain(EXTENSION_COLUMNS.iter()).map(|c| c.to_string()).collect();
     let mut meta = Map::new();
     meta.insert("focus_version".into(), Value::String("1.2".into()));
-    Ok(Report {
+    Report {
         name: "focus".into(),
         title: format!("FOCUS 1.2 export {}", window.label()),
         columns,
@@ -352,5 +348,5 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
             }
         )],
         meta,
-    })
+    }
 }

@@ -85,6 +85,40 @@ impl ReportKind {
     }
 }
 
+/// Results several reports share within one run (the chargeback feeds the by-model report
+/// and the FOCUS export), so a month's reports compute each of them once.
+#[derive(Default)]
+pub struct Shared {
+    chargeback: std::sync::Mutex<Option<(crate::timewin::Window, std::sync::Arc<chargeback::Chargeback>)>>,
+}
+
+impl Shared {
+    async fn chargeback(
+        &self,
+        session: &datafusion::prelude::SessionContext,
+        queries: &crate::queries::Queries,
+        window: &crate::timewin::Window,
+    ) -> Result<std::sync::Arc<chargeback::Chargeback>> {
+        if let Some((w, cb)) = self.chargeback.lock().expect("lock").as_ref() {
+            if w == window {
+                return Ok(cb.clone());
+            }
+        }
+        let cb = std::sync::Arc::new(chargeback::compute(session, queries, window).await?);
+        if !cb.gpu_us_conserved() || !cb.energy_conserved() {
+            return Err(ReportError::NotConserved {
+                window: window.label(),
+                rows_gpu_us: cb.rows_gpu_us(),
+                cluster_gpu_us: cb.cluster_gpu_us,
+                rows_energy_mj: cb.rows_energy_mj(),
+                cluster_energy_mj: cb.cluster_energy_mj,
+            });
+        }
+        *self.chargeback.lock().expect("lock") = Some((*window, cb.clone()));
+        Ok(cb)
+    }
+}
+
 /// Runs report `kind` over `window` in `session`: one or more sections (tables), the first
 /// named after the kind.
 pub async fn build(
@@ -94,6 +128,18 @@ pub async fn build(
     config: &crate::config::Config,
     window: &crate::timewin::Window,
 ) -> Result<Vec<Report>> {
+    build_shared(kind, session, queries, config, window, &Shared::default()).await
+}
+
+/// As `build`, reusing what `shared` already computed for the same window.
+pub async fn build_shared(
+    kind: ReportKind,
+    session: &datafusion::prelude::SessionContext,
+    queries: &crate::queries::Queries,
+    config: &crate::config::Config,
+    window: &crate::timewin::Window,
+    shared: &Shared,
+) -> Result<Vec<Report>> {
     Ok(match kind {
         ReportKind::Idle => idle::build(session, queries, config, window).await?,
         ReportKind::Queue => queue::build(session, queries, window).await?,
@@ -101,8 +147,9 @@ pub async fn build(
         ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
         ReportKind::Events => vec![events::build(session, queries, window).await?],
         ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],
-        ReportKind::ChargebackModels => vec![chargeback_models::build(session, queries, config, window).await?],
-        ReportKind::Focus => vec![focus::build(session, queries, config, window).await?],
+        ReportKind::Chargeback => vec![shared.chargeback(session, queries, window).await?.to_report(config, config.chargeback_by)],
+        ReportKind::ChargebackModels => vec![chargeback_models::build(&*shared.chargeback(session, queries, window).await?, config, window)],
+        ReportKind::Focus => vec![focus::build(&*shared.chargeback(session, queries, window).await?, config, window)],
         single => vec![build_single(single, session, queries, config, window).await?],
     })
 }
@@ -115,19 +162,6 @@ async fn build_single(
     window: &crate::timewin::Window,
 ) -> Result<Report> {
     match kind {
-        ReportKind::Chargeback => {
-            let cb = chargeback::compute(session, queries, window).await?;
-            if !cb.gpu_us_conserved() || !cb.energy_conserved() {
-                return Err(ReportError::NotConserved {
-                    window: window.label(),
-                    rows_gpu_us: cb.rows_gpu_us(),
-                    cluster_gpu_us: cb.cluster_gpu_us,
-                    rows_energy_mj: cb.rows_energy_mj(),
-                    cluster_energy_mj: cb.cluster_energy_mj,
-                });
-            }
-            Ok(cb.to_report(config, config.chargeback_by))
-        }
         ReportKind::Completeness => {
             let c = completeness::compute(session, queries, window, config.prometheus.step_secs).await?;
             Ok(c.to_report())
@@ -176,9 +210,10 @@ pub async fn write_month(
     use anyhow::Context;
     let mut sections = Vec::new();
     let mut files = Vec::new();
+    let shared = Shared::default();
     for kind in ReportKind::ALL {
         let t = std::time::Instant::now();
-        let built = build(kind, session, queries, config, window).await.with_context(|| format!("report {}", kind.name()))?;
+        let built = build_shared(kind, session, queries, config, window, &shared).await.with_context(|| format!("report {}", kind.name()))?;
         for r in &built {
             files.extend(write_all_formats(r, dir)?);
         }
