@@ -1,17 +1,8 @@
--- Chargeback detail for the window [$1, $2): one row per namespace, GPU model, MIG profile
--- and UTC day. The chargeback (per namespace, team or cost centre), the by-model report and
--- the FOCUS export are all sums of these rows, so they agree to the unit.
---   $1, $2  window start and end (TIMESTAMP, UTC), half-open
---   $3, $4  first and last `date` partition that can hold rows of the window (pruning)
--- A GPU row stands for [ts, ts + step_s); `share` is 1 for a whole GPU, the slice fraction
--- for a MIG instance, 1/n for n pods time-slicing a GPU. GPU time with no pod is the
--- `__unallocated__` row. Quantities are summed as integers (GPU-microseconds, millijoules)
--- and money as DECIMAL not yet divided by 3.6e9 (`*_us`: per-hour price x microseconds;
--- `*_mj`: per-kWh price x millijoules), so nothing depends on the order rows are added in.
---
--- Prices: `gpu_prices` by model (a MIG instance pays its share of the GPU price, or its own
--- profile's price per instance-hour where one is configured), each row on its dates;
--- energy x PUE x the `power_tariff` rate of the 15-minute bucket the sample starts in.
+-- Chargeback, step 2: the detail rows for the window [$1, $2), one per namespace, GPU model,
+-- MIG profile and UTC day, from `chargeback_grain` (step 1, `queries/chargeback_grain.sql`)
+-- and the pods table. The chargeback (per namespace, team or cost centre), the by-model
+-- report and the FOCUS export are all sums of these rows, so they agree to the unit.
+--   $1, $2  window start and end (TIMESTAMP, UTC), half-open; $4 the last `date` partition
 --
 -- Request-based fallback: a node whose DCGM rows carry no pod at all in the window (an
 -- exporter without the pod mapping) has its GPU time given to the pods that ran there,
@@ -22,64 +13,8 @@
 -- CPU and memory: cpu_request x running time and memory request x running time of every
 -- pod, priced piecewise by `cpu_prices` and `memory_prices` (empty tables: no charge); these
 -- rows have no GPU model.
-WITH samples AS (
-  SELECT
-    COALESCE(CAST(s.namespace AS VARCHAR), '__unallocated__')              AS namespace,
-    CAST(s.node AS VARCHAR)                                                 AS node,
-    CAST(s.gpu_model AS VARCHAR)                                            AS gpu_model,
-    CAST(s.mig_profile AS VARCHAR)                                          AS mig_profile,
-    s.date                                                                  AS date,
-    s.ts                                                                    AS ts,
-    date_bin(INTERVAL '15 minutes', s.ts)                                   AS bucket,
-    s.share                                                                 AS share,
-    s.step_s                                                                AS step_s,
-    CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT)                     AS gpu_us,
-    CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS BIGINT)                   AS energy_mj,
-    CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT) AS util_gpu_us
-  FROM gpu_samples s
-  WHERE s.date >= $3 AND s.date <= $4
-    AND s.ts >= $1 AND s.ts < $2
-),
-priced AS (
-  SELECT
-    x.namespace,
-    x.node,
-    x.gpu_model,
-    x.mig_profile,
-    x.date,
-    x.gpu_us,
-    x.energy_mj,
-    x.util_gpu_us,
-    CASE
-      WHEN gm.model IS NOT NULL
-        THEN CAST(CAST(ROUND(x.share / gm.slice_share * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * gm.price_per_hour
-      ELSE CAST(x.gpu_us AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
-    END                                                                              AS gpu_cost_us,
-    CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh                    AS power_cost_mj,
-    CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * COALESCE(p.carbon_g_per_kwh, CAST(0 AS DECIMAL(18, 6))) AS carbon_mg,
-    CASE WHEN gm.model IS NULL AND g.model IS NULL THEN x.gpu_us ELSE 0 END          AS unpriced_gpu_us
-  FROM samples x
-  LEFT JOIN gpu_prices gm
-    ON x.gpu_model = gm.model AND x.mig_profile = gm.mig_profile
-   AND x.ts >= gm.effective_from AND x.ts < gm.effective_to
-  LEFT JOIN gpu_prices g
-    ON x.gpu_model = g.model AND g.mig_profile IS NULL
-   AND x.ts >= g.effective_from AND x.ts < g.effective_to
-  LEFT JOIN power_tariff p
-    ON x.bucket = p.bucket_start
-),
-grain AS (
-  SELECT
-    c.namespace, c.node, c.gpu_model, c.mig_profile, c.date,
-    SUM(c.gpu_us)           AS gpu_us,
-    SUM(c.energy_mj)        AS energy_mj,
-    SUM(c.util_gpu_us)      AS util_gpu_us,
-    CAST(SUM(c.gpu_cost_us) AS DECIMAL(38, 12))   AS gpu_cost_us,
-    CAST(SUM(c.power_cost_mj) AS DECIMAL(38, 12)) AS power_cost_mj,
-    CAST(SUM(c.carbon_mg) AS DECIMAL(38, 12))     AS carbon_mg,
-    SUM(c.unpriced_gpu_us)  AS unpriced_gpu_us
-  FROM priced c
-  GROUP BY c.namespace, c.node, c.gpu_model, c.mig_profile, c.date
+WITH grain AS (
+  SELECT * FROM chargeback_grain
 ),
 -- Nodes with no pod on any DCGM row in the window, and their totals per day.
 unmapped AS (

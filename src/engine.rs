@@ -383,6 +383,17 @@ pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params:
     df.collect().await.map_err(q_err)
 }
 
+/// As `run_query`, also returning the result's schema (known even when no row comes back).
+pub async fn run_query_schema(ctx: &SessionContext, name: &str, sql: &str, params: Vec<ScalarValue>) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let q_err = |source| EngineError::Query { query: name.into(), source };
+    let options = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
+    let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
+    let df = if params.is_empty() { df } else { df.with_param_values(ParamValues::from(params)).map_err(q_err)? };
+    let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+    let batches = df.collect().await.map_err(q_err)?;
+    Ok((schema, batches))
+}
+
 /// A timestamp parameter (milliseconds, UTC) for the report window.
 pub fn ts_param(ms: i64) -> ScalarValue {
     ScalarValue::TimestampMillisecond(Some(ms), Some("UTC".into()))

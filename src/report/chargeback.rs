@@ -158,8 +158,15 @@ fn raw(v: (i128, u32)) -> Result<i128> {
 
 /// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
 pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
+    // Step 1, the one scan of gpu_samples; step 2 reads its (small) result as a table.
+    let (schema, grain) = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await?;
+    let table = datafusion::datasource::MemTable::try_new(schema, vec![grain]).map_err(|e| shape(e.to_string()))?;
+    let _ = ctx.deregister_table("chargeback_grain");
+    ctx.register_table("chargeback_grain", std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+    let batches = run_query(ctx, R, &queries.get(R)?, window_params(window)).await;
+    let _ = ctx.deregister_table("chargeback_grain");
     let mut detail = Vec::new();
-    for b in &run_query(ctx, R, &queries.get(R)?, window_params(window)).await? {
+    for b in &batches? {
         let (ns, model, profile, date) = (strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, strs(R, b, "date")?);
         let int = |name| ints(R, b, name);
         let (gpu_us, energy, util, unpriced, req, core, gib) =
