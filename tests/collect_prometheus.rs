@@ -114,7 +114,7 @@ fn collect_from_a_real_prometheus() {
     let dir = tmp.path();
     common::run_ok(
         dir,
-        &["simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", "11", "--start", "2026-10-05", "--openmetrics", "history.om"],
+        &["simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", "11", "--start", "2026-10-05", "--time-sliced", "4", "--openmetrics", "history.om"],
     );
     let tsdb = dir.join("tsdb");
     let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("history.om")).arg(&tsdb).output().unwrap();
@@ -184,6 +184,16 @@ fn collect_from_a_real_prometheus() {
     assert_eq!(one("SELECT CAST(max(capacity) AS BIGINT) FROM node_capacity WHERE resource = 'nvidia_com_gpu'"), 8);
     assert_eq!(one("SELECT count(*) FROM pods WHERE team IS NULL"), 0, "every GPU pod has its team label");
     assert_eq!(one("SELECT count(*) FROM gaps"), 0);
+    // The time-sliced GPU (4 replicas of nvidia.com/gpu.shared) and the pods that used it;
+    // their GPU-hours are in the ledger comparison above. (Several pods at once, 1/n each, is
+    // covered on a month in tests/costing.rs.)
+    assert_eq!(one("SELECT CAST(max(capacity) AS BIGINT) FROM node_capacity WHERE resource = 'nvidia_com_gpu_shared'"), 4);
+    assert!(one("SELECT count(*) FROM pods WHERE gpu_resource = 'nvidia.com/gpu.shared'") > 0, "pods requested a shared GPU");
+    // Teams and cost centres from kube_namespace_labels, with no [teams] in the config.
+    assert_eq!(one("SELECT count(*) FROM teams WHERE source = 'label' AND team IS NOT NULL AND cost_centre IS NOT NULL"), 6);
+    for row in rows.iter().filter(|r| r["namespace"] != "__unallocated__") {
+        assert!(row["team"].is_string() && row["cost_centre"].is_string(), "{} has its team and cost centre from labels", row["namespace"]);
+    }
     assert!(one("SELECT count(*) FROM pods WHERE termination_reason = 'OOMKilled'") > 0, "OOM kills from last_terminated_reason");
     let tree_a = lake_tree(&dir.join("lake-a"));
 

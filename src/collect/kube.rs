@@ -104,6 +104,10 @@ pub fn resource_name(sanitised: &str) -> String {
         let mem = parts.pop().unwrap_or("");
         return format!("nvidia.com/mig-{}.{mem}", parts.join("_"));
     }
+    // The device plugin's renamed time-slicing resource, `nvidia.com/gpu.shared`.
+    if let Some(suffix) = rest.strip_prefix("gpu_") {
+        return format!("nvidia.com/gpu.{suffix}");
+    }
     format!("nvidia.com/{rest}")
 }
 
@@ -378,6 +382,7 @@ mod tests {
 
     #[test]
     fn resource_names_are_restored() {
+        assert_eq!(resource_name("nvidia_com_gpu_shared"), "nvidia.com/gpu.shared");
         assert_eq!(resource_name("nvidia_com_gpu"), "nvidia.com/gpu");
         assert_eq!(resource_name("nvidia_com_mig_3g_40gb"), "nvidia.com/mig-3g.40gb");
         assert_eq!(resource_name("nvidia_com_mig_1g_10gb"), "nvidia.com/mig-1g.10gb");
