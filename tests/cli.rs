@@ -30,6 +30,26 @@ fn config_errors_name_the_key() {
     assert!(e.contains("pricing.gpu[0].price_per_hour"), "{e}");
     let e = Config::parse("[pricing]\nbasis = \"magic\"\n", "t.toml").unwrap_err().to_string();
     assert!(e.contains("basis") || e.contains("magic"), "{e}");
+    // The costing keys.
+    for (toml, key) in [
+        ("[pricing.power]\ntimezone = \"Mars/Olympus\"\n", "pricing.power.timezone"),
+        ("[[pricing.power.tariff]]\nname = \"n\"\nprice_per_kwh = 0.1\nhours = \"22:10-06:00\"\n", "pricing.power.tariff[0].hours"),
+        ("[[pricing.power.tariff]]\nname = \"n\"\nprice_per_kwh = 0.1\ndays = [\"someday\"]\n", "pricing.power.tariff[0].days"),
+        ("[[pricing.power.tariff]]\nname = \"n\"\nprice_per_kwh = -2\n", "pricing.power.tariff[0].price_per_kwh"),
+        ("[pricing.power]\ncarbon_g_per_kwh = -1\n", "pricing.power.carbon_g_per_kwh"),
+        ("[pricing]\nidle_policy = \"spread\"\n", "pricing.idle_policy"),
+        ("[pricing]\nshared_policy = \"owner:\"\n", "pricing.shared_policy"),
+        ("[pricing]\nidle_policy = \"owner:kube-system\"\nshared_namespaces = [\"kube-system\"]\n", "pricing.idle_policy"),
+        ("[[pricing.gpu]]\nmodel = \"X\"\nmig_profile = \"big\"\nprice_per_hour = 1\n", "pricing.gpu[0].mig_profile"),
+        ("[[pricing.cpu]]\nprice_per_hour = -0.1\n", "pricing.cpu[0].price_per_hour"),
+        ("[[pricing.memory]]\nprice_per_hour = 1\n[[pricing.memory]]\nprice_per_hour = 2\n", "pricing.memory[1]"),
+        ("[teams]\nns = { team = \"\" }\n", "teams.ns"),
+    ] {
+        let e = Config::parse(toml, "t.toml").unwrap_err().to_string();
+        assert!(e.contains(key), "{toml:?} names {key}: {e}");
+    }
+    let ok = Config::parse("[teams]\na = \"x\"\nb = { team = \"y\", cost_centre = \"cc\" }\n[pricing]\nidle_policy = \"owner:platform\"\n", "t.toml").unwrap();
+    assert_eq!((ok.team_of("a"), ok.team_of("b"), ok.teams["b"].cost_centre()), (Some("x"), Some("y"), Some("cc")));
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("bad.toml"), "[engine]\nmemory_limit = \"lots\"\n").unwrap();
