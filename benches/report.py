@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Turns benches/run.sh's results folder into docs/benchmarks.md (Markdown on stdout)."""
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import subprocess
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def text(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def best(result, key):
+    return min(result[key]["secs"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--gpus", type=int, required=True)
+    ap.add_argument("--days", type=int, required=True)
+    ap.add_argument("--prom-gpus", type=int, required=True)
+    ap.add_argument("--prom-days", type=int, required=True)
+    a = ap.parse_args()
+    R = a.results
+    r = lambda name: load(os.path.join(R, name))
+
+    cpu = re.sub(r"\s+", " ", next((l.split(":", 1)[1] for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")).strip()
+    cores = os.cpu_count()
+    mem_gib = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))) / 2**20
+    prom_version = subprocess.run(["prometheus", "--version"], capture_output=True, text=True).stdout.splitlines()[0] if True else ""
+    rows = int(r("rows.json")[0]["rows"]) if isinstance(r("rows.json"), list) else int(r("rows.json")["rows"][0]["rows"])
+    out = []
+    w = out.append
+    w("# Benchmarks")
+    w("")
+    w(f"Run {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} on {platform.node()}: {cpu}, {cores} cores, {mem_gib:.0f} GiB;")
+    w(f"DuckDB {r('duckdb-chargeback-warm.json').get('duckdb', '?')}, {prom_version}. Reproduce with `bash benches/run.sh`")
+    w("(`BENCH_GPUS`, `BENCH_DAYS`, `BENCH_PROM_GPUS`, `BENCH_PROM_DAYS`, `BENCH_REPEAT`, `BENCH_DIR` override the sizes).")
+    w("")
+    w(f"## Monthly rollups: {a.gpus:,} GPUs x {a.days} days at 30 s ({rows:,} GPU rows)")
+    w("")
+    w("The same SQL (`queries/*.sql`) on the same Parquet files: gpuledger in process (`benches/rollups.rs`: the")
+    w("report as `gpuledger report` builds it) and DuckDB (`benches/duckdb_side.py`: the files read with")
+    w("`read_parquet(..., hive_partitioning)`, the two dialect differences rewritten). Warm: best of the repeats;")
+    w("cold: one run right after dropping the page cache.")
+    w("")
+    w("| rollup | gpuledger warm (s) | DuckDB warm (s) | ratio | gpuledger cold (s) | DuckDB cold (s) | ratio | peak RSS gpuledger / DuckDB (MiB) |")
+    w("|---|---|---|---|---|---|---|---|")
+    for rep in ["chargeback", "idle", "queue"]:
+        gw, dw = best(r(f"gpuledger-{rep}-warm.json"), rep), best(r(f"duckdb-{rep}-warm.json"), rep)
+        gc, dc = best(r(f"gpuledger-{rep}-cold.json"), rep), best(r(f"duckdb-{rep}-cold.json"), rep)
+        dropped = text(os.path.join(R, f"gpuledger-{rep}-cold.dropped"))
+        grss = r(f"gpuledger-{rep}-warm.json")["peak_rss_kib"] / 1024
+        drss = r(f"duckdb-{rep}-warm.json")["peak_rss_kib"] / 1024
+        cold = "" if dropped == "yes" else " (cache not dropped: not root)"
+        w(f"| {rep} | {gw:.2f} | {dw:.2f} | {gw / dw:.2f} | {gc:.2f}{cold} | {dc:.2f} | {gc / dc:.2f} | {grss:.0f} / {drss:.0f} |")
+    w("")
+    w("End to end with the CLI (`gpuledger report KIND`, process start to files written):")
+    w("")
+    w("| report | wall (s) | peak RSS (MiB) |")
+    w("|---|---|---|")
+    for rep in ["chargeback", "idle", "queue"]:
+        wall, rss = text(os.path.join(R, f"cli-{rep}.time")).split()[-2:]
+        w(f"| {rep} | {float(wall):.2f} | {int(rss) / 1024:.0f} |")
+    w("")
+    w(f"## PromQL: {a.prom_gpus} GPUs x {a.prom_days} days in Prometheus")
+    w("")
+    w(f"The full month of {a.gpus:,} GPUs cannot be backfilled here (its OpenMetrics text would be about")
+    w(f"{a.gpus / 32 * 0.56 * a.days:.0f} GB), so this comparison uses a slice: the same simulator, {a.prom_gpus} GPUs for")
+    w(f"{a.prom_days} days, loaded with `promtool tsdb create-blocks-from openmetrics`. PromQL asks for the chargeback's")
+    w("quantities (GPU-steps per namespace and model, energy per namespace) as a user would: one instant query")
+    w("over the window, or `query_range` at a 1 h step summed client-side (`benches/promql_side.py`).")
+    w("")
+    p = r("promql.json")
+    gs = best(r("gpuledger-slice-chargeback.json"), "chargeback")
+    w("| question | seconds | gpuledger chargeback (s) | gpuledger faster by |")
+    w("|---|---|---|---|")
+    for form, label in [("instant", f"instant query over {a.prom_days}d"), ("range_1h", "query_range, 1 h step")]:
+        s = min(p[form]["secs"])
+        w(f"| {label} | {s:.2f} | {gs:.3f} | {s / gs:.0f}x |")
+    w("")
+    w(f"Prometheus' resident memory after the queries: {int(text(os.path.join(R, 'prometheus_rss_kib.txt'), '0')) / 1024:.0f} MiB.")
+    w("")
+    w("## Storage: bytes per stored GPU value")
+    w("")
+    w("A GPU row holds seven DCGM values (utilisation, framebuffer used and total, power, energy, temperature,")
+    w("XID), the samples dcgm-exporter exports as seven series. Lake: the `gpu_samples` files (labels,")
+    w("timestamps and all) over rows x 7. Prometheus: the TSDB blocks of the DCGM families alone over their")
+    w("samples.")
+    w("")
+    lake_bytes = int(text(os.path.join(R, "lake_gpu_bytes.txt")))
+    sr = load(os.path.join(R, "slice_rows.json"))
+    slice_rows = int(sr[0]["rows"])
+    slice_bytes = int(text(os.path.join(R, "slice_gpu_bytes.txt")))
+    tsdb_bytes = int(text(os.path.join(R, "tsdb_dcgm_bytes.txt")))
+    samples = int(text(os.path.join(R, "dcgm_samples.txt")))
+    w("| store | data | bytes | values | bytes per value |")
+    w("|---|---|---|---|---|")
+    w(f"| gpuledger lake | month, {a.gpus:,} GPUs | {lake_bytes:,} | {rows * 7:,} | {lake_bytes / (rows * 7):.2f} |")
+    w(f"| gpuledger lake | slice, {a.prom_gpus} GPUs x {a.prom_days} d | {slice_bytes:,} | {slice_rows * 7:,} | {slice_bytes / (slice_rows * 7):.2f} |")
+    w(f"| Prometheus TSDB | slice, DCGM series | {tsdb_bytes:,} | {samples:,} | {tsdb_bytes / samples:.2f} |")
+    w("")
+    w("## The collector against a local Prometheus (the slice)")
+    w("")
+    w("| chunk (s) | concurrency | wall (s) | samples | samples/s | Prometheus (s, summed) | JSON decode (s, summed) | assemble + write (s) |")
+    w("|---|---|---|---|---|---|---|---|")
+    for line in text(os.path.join(R, "collect.txt")).splitlines():
+        chunk, conc, wall, rest = line.split(" ", 3)
+        m = re.search(r"(\d+) samples .*?in ([\d.]+)s fetching \(Prometheus ([\d.]+)s, JSON decode ([\d.]+)s.*?\+ ([\d.]+)s assembling \+ ([\d.]+)s writing", rest)
+        if not m:
+            continue
+        n, fetch, prom, dec, asm, wr = m.groups()
+        w(f"| {chunk} | {conc} | {float(wall):.1f} | {int(n):,} | {int(n) / float(wall):,.0f} | {float(prom):.1f} | {float(dec):.1f} | {float(asm) + float(wr):.1f} |")
+    w("")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of gpuledger (issue 7): builds the lakes, times gpuledger's monthly
+# rollups in process and DuckDB running the same SQL on the same Parquet files (warm and cold
+# file cache), PromQL on a Prometheus holding the same history (a smaller slice: the month of
+# 1,024 GPUs cannot be backfilled here), compares bytes per stored value of the lake and the
+# Prometheus TSDB, measures the collector against that Prometheus, and writes
+# docs/benchmarks.md. Not part of the test suite.
+#
+#   bash benches/run.sh                 # the full run: 1,024 GPUs x 30 days (88 M GPU rows)
+#   BENCH_GPUS=256 BENCH_DAYS=7 bash benches/run.sh   # a quicker look
+#
+# Needs: cargo, python3 (venv), prometheus + promtool (Debian's prometheus package), about
+# 20 GB of free disk under BENCH_DIR (default /tmp/gpuledger-bench).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+GPUS=${BENCH_GPUS:-1024}
+DAYS=${BENCH_DAYS:-30}
+PROM_GPUS=${BENCH_PROM_GPUS:-64}
+PROM_DAYS=${BENCH_PROM_DAYS:-7}
+REPEAT=${BENCH_REPEAT:-3}
+WORK=${BENCH_DIR:-/tmp/gpuledger-bench}
+START=2026-09-01
+PROM_START=2026-09-01
+mkdir -p "$WORK/results"
+R="$WORK/results"
+log() { echo "[bench $(date -u +%H:%M:%S)] $*" >&2; }
+secs_since() { python3 -c "import time,sys; print(round(time.time()-float(sys.argv[1]),2))" "$1"; }
+
+log "building (release)"
+cargo build --release --locked -q
+cargo bench --bench rollups --no-run --locked -q 2>/dev/null || cargo bench --bench rollups --no-run --locked
+BENCH_BIN=$(ls -t target/release/deps/rollups-* | grep -v '\.d$' | head -n 1)
+G="$ROOT/target/release/gpuledger"
+
+VENV=${BENCH_VENV:-$HOME/.cache/gpuledger/bench-venv}
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import duckdb' 2>/dev/null; then
+  log "installing duckdb into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check duckdb
+fi
+PY="$VENV/bin/python"
+
+drop_caches() {
+  sync
+  if [ -w /proc/sys/vm/drop_caches ]; then echo 3 > /proc/sys/vm/drop_caches; echo yes; else echo no; fi
+}
+
+# 1. The month lake.
+LAKE="$WORK/month"
+if [ ! -f "$LAKE/.done-$GPUS-$DAYS" ]; then
+  rm -rf "$LAKE"
+  log "simulating $GPUS GPUs x $DAYS days at 30 s"
+  t0=$(date +%s.%N)
+  "$G" --progress never simulate --out "$LAKE" --gpus "$GPUS" --days "$DAYS" --start "$START" --step 30 2> "$R/simulate.log"
+  echo "{\"secs\": $(secs_since "$t0")}" > "$R/simulate.json"
+  touch "$LAKE/.done-$GPUS-$DAYS"
+fi
+FROM="${START}T00:00:00Z"
+TO=$(python3 -c "import datetime as d; print((d.date.fromisoformat('$START')+d.timedelta(days=$DAYS)).isoformat()+'T00:00:00Z')")
+"$G" --lake "$LAKE/lake" query "SELECT count(*) AS rows FROM gpu_samples" --format json > "$R/rows.json"
+du -sb "$LAKE/lake/gpu_samples" | cut -f1 > "$R/lake_gpu_bytes.txt"
+du -sb "$LAKE/lake" | cut -f1 > "$R/lake_bytes.txt"
+
+# The config tables, as Parquet, for DuckDB.
+mkdir -p "$WORK/tables"
+for t in gpu_prices cpu_prices memory_prices power_tariff calendar teams; do
+  "$G" --lake "$LAKE/lake" query "SELECT * FROM $t" --format parquet -o "$WORK/tables/$t.parquet"
+done
+
+# 2. gpuledger vs DuckDB on the month, cold file cache then warm.
+for side in gpuledger duckdb; do
+  for cache in cold warm; do
+    for report in chargeback idle queue; do
+      [ "$cache" = cold ] && dropped=$(drop_caches) || dropped=n/a
+      reps=$REPEAT; [ "$cache" = cold ] && reps=1
+      log "$side $report ($cache cache)"
+      if [ "$side" = gpuledger ]; then
+        GPULEDGER_BENCH_LAKE="$LAKE/lake" GPULEDGER_BENCH_FROM="$FROM" GPULEDGER_BENCH_TO="$TO" GPULEDGER_BENCH_REPEAT=$reps GPULEDGER_BENCH_ONLY=$report \
+          "$BENCH_BIN" > "$R/$side-$report-$cache.json"
+      else
+        "$PY" benches/duckdb_side.py --lake "$LAKE/lake" --tables "$WORK/tables" --queries queries --from "$FROM" --to "$TO" --repeat $reps --only $report \
+          > "$R/$side-$report-$cache.json"
+      fi
+      echo "$dropped" > "$R/$side-$report-$cache.dropped"
+    done
+  done
+done
+# The CLI end to end (process start, session, SQL, rendering), with its peak RSS.
+for report in chargeback idle queue; do
+  /usr/bin/time -f "%e %M" -o "$R/cli-$report.time" "$G" --lake "$LAKE/lake" report "$report" --from "$FROM" --to "$TO" --format csv -o "$WORK/cli-$report" > /dev/null
+done
+
+# 3. The PromQL slice: the same simulator, smaller, into Prometheus with promtool.
+SLICE="$WORK/slice"
+PFROM="${PROM_START}T00:00:00Z"
+PTO=$(python3 -c "import datetime as d; print((d.date.fromisoformat('$PROM_START')+d.timedelta(days=$PROM_DAYS)).isoformat()+'T00:00:00Z')")
+if [ ! -f "$SLICE/.done-$PROM_GPUS-$PROM_DAYS" ]; then
+  rm -rf "$SLICE"
+  log "simulating the PromQL slice: $PROM_GPUS GPUs x $PROM_DAYS days, with OpenMetrics"
+  "$G" --progress never simulate --out "$SLICE" --gpus "$PROM_GPUS" --days "$PROM_DAYS" --start "$PROM_START" --step 30 --openmetrics "$SLICE/history.om" 2> "$R/slice-simulate.log"
+  # The DCGM families alone, for the storage comparison (same samples as gpu_samples' values).
+  grep -E '^(# (HELP|TYPE) )?DCGM_' "$SLICE/history.om" > "$SLICE/dcgm.om"; echo '# EOF' >> "$SLICE/dcgm.om"
+  # Only the DCGM families: they are what the chargeback asks of Prometheus, and promtool backfills
+  # about 35k samples/s here (the slice's kube-state-metrics series would add 7x as many samples).
+  # Blocks as long as the slice, as Prometheus' compaction would make them.
+  log "promtool: backfilling the slice's DCGM series"
+  t0=$(date +%s.%N)
+  promtool tsdb create-blocks-from openmetrics --max-block-duration="$((PROM_DAYS * 24))h" "$SLICE/dcgm.om" "$SLICE/tsdb" > "$R/promtool.log" 2>&1
+  echo "{\"secs\": $(secs_since "$t0")}" > "$R/promtool.json"
+  rm -f "$SLICE/history.om"
+  touch "$SLICE/.done-$PROM_GPUS-$PROM_DAYS"
+fi
+grep -v '^#' "$SLICE/dcgm.om" | wc -l > "$R/dcgm_samples.txt"
+du -sb "$SLICE/tsdb" | cut -f1 > "$R/tsdb_dcgm_bytes.txt"
+"$G" --lake "$SLICE/lake" query "SELECT count(*) AS rows FROM gpu_samples" --format json > "$R/slice_rows.json"
+du -sb "$SLICE/lake/gpu_samples" | cut -f1 > "$R/slice_gpu_bytes.txt"
+
+PORT=${BENCH_PROM_PORT:-19590}
+prometheus --storage.tsdb.path="$SLICE/tsdb" --web.listen-address="127.0.0.1:$PORT" --storage.tsdb.retention.time=100y \
+  --config.file=<(echo 'global: {scrape_interval: 1h}') --query.timeout=30m --query.max-samples=2000000000 > "$WORK/prometheus.log" 2>&1 &
+PROM_PID=$!
+trap 'kill $PROM_PID 2>/dev/null || true' EXIT
+for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$PORT/-/ready" > /dev/null && break; sleep 1; done
+log "PromQL on the slice"
+"$PY" benches/promql_side.py --url "http://127.0.0.1:$PORT" --from "$PFROM" --to "$PTO" --repeat "$REPEAT" > "$R/promql.json"
+PROM_RSS=$(ps -o rss= -p $PROM_PID | tr -d ' ')
+echo "$PROM_RSS" > "$R/prometheus_rss_kib.txt"
+log "gpuledger on the slice"
+GPULEDGER_BENCH_LAKE="$SLICE/lake" GPULEDGER_BENCH_FROM="$PFROM" GPULEDGER_BENCH_TO="$PTO" GPULEDGER_BENCH_REPEAT=$REPEAT GPULEDGER_BENCH_ONLY=chargeback \
+  "$BENCH_BIN" > "$R/gpuledger-slice-chargeback.json"
+
+# 4. The collector against that Prometheus (DCGM series only): samples per second by chunk size
+# and concurrency.
+: > "$R/collect.txt"
+for chunk in 3600 21600 86400; do
+  for conc in 1 4 8; do
+    rm -rf "$WORK/collect-lake"
+    printf '[lake]\npath = "%s"\n[prometheus]\nurl = "http://127.0.0.1:%s"\nchunk_secs = %s\nconcurrency = %s\ntimeout_secs = 600\n' \
+      "$WORK/collect-lake" "$PORT" "$chunk" "$conc" > "$WORK/collect.toml"
+    log "collect chunk=$chunk concurrency=$conc"
+    t0=$(date +%s.%N)
+    "$G" --config "$WORK/collect.toml" --progress never collect --from "$PFROM" --to "$PTO" 2> "$WORK/collect.log"
+    wall=$(secs_since "$t0")
+    line=$(grep -o 'collected .*' "$WORK/collect.log" | tail -n 1)
+    echo "$chunk $conc $wall $line" >> "$R/collect.txt"
+  done
+done
+kill $PROM_PID 2>/dev/null || true
+
+# 5. The report.
+python3 benches/report.py --results "$R" --gpus "$GPUS" --days "$DAYS" --prom-gpus "$PROM_GPUS" --prom-days "$PROM_DAYS" > docs/benchmarks.md
+log "wrote docs/benchmarks.md"
