@@ -59,28 +59,43 @@ def main():
     w("")
     w("| rollup | gpuledger warm (s) | DuckDB warm (s) | ratio | gpuledger cold (s) | DuckDB cold (s) | ratio | peak RSS gpuledger / DuckDB (MiB) |")
     w("|---|---|---|---|---|---|---|---|")
+    failures = []
     for rep in ["chargeback", "idle", "queue"]:
-        gw, dw = best(r(f"gpuledger-{rep}-warm.json"), rep), best(r(f"duckdb-{rep}-warm.json"), rep)
-        gc, dc = best(r(f"gpuledger-{rep}-cold.json"), rep), best(r(f"duckdb-{rep}-cold.json"), rep)
+        res = {f"{side}-{c}": r(f"{side}-{rep}-{c}.json") for side in ["gpuledger", "duckdb"] for c in ["warm", "cold"]}
+        errs = [(k, v["error"]) for k, v in res.items() if "error" in v]
+        if errs:
+            failures.extend(f"{rep}, {k}: {e}" for k, e in errs)
+        t = {k: (best(v, rep) if "error" not in v else None) for k, v in res.items()}
+        f = lambda x: "failed" if x is None else f"{x:.2f}"
+        ratio = lambda a, b: "-" if a is None or b is None else f"{a / b:.2f}"
+        rss = lambda k: "-" if "error" in res[k] else f"{res[k]['peak_rss_kib'] / 1024:.0f}"
         dropped = text(os.path.join(R, f"gpuledger-{rep}-cold.dropped"))
-        grss = r(f"gpuledger-{rep}-warm.json")["peak_rss_kib"] / 1024
-        drss = r(f"duckdb-{rep}-warm.json")["peak_rss_kib"] / 1024
         cold = "" if dropped == "yes" else " (cache not dropped: not root)"
-        w(f"| {rep} | {gw:.2f} | {dw:.2f} | {gw / dw:.2f} | {gc:.2f}{cold} | {dc:.2f} | {gc / dc:.2f} | {grss:.0f} / {drss:.0f} |")
+        w(f"| {rep} | {f(t['gpuledger-warm'])} | {f(t['duckdb-warm'])} | {ratio(t['gpuledger-warm'], t['duckdb-warm'])} | {f(t['gpuledger-cold'])}{cold} | {f(t['duckdb-cold'])} | {ratio(t['gpuledger-cold'], t['duckdb-cold'])} | {rss('gpuledger-warm')} / {rss('duckdb-warm')} |")
+    if failures:
+        w("")
+        w("Failed runs:")
+        w("")
+        for x in failures:
+            w(f"- {x}")
     w("")
     w("End to end with the CLI (`gpuledger report KIND`, process start to files written):")
     w("")
     w("| report | wall (s) | peak RSS (MiB) |")
     w("|---|---|---|")
     for rep in ["chargeback", "idle", "queue"]:
-        wall, rss = text(os.path.join(R, f"cli-{rep}.time")).split()[-2:]
-        w(f"| {rep} | {float(wall):.2f} | {int(rss) / 1024:.0f} |")
+        t = text(os.path.join(R, f"cli-{rep}.time"))
+        fail = next((l for l in t.splitlines() if l.startswith("failed")), None)
+        nums = [l for l in t.splitlines() if re.fullmatch(r"[\d.]+ \d+", l.strip())]
+        wall, rss = nums[-1].split() if nums else ("nan", "0")
+        w(f"| {rep} | {float(wall):.2f}{' (' + fail + ')' if fail else ''} | {int(rss) / 1024:.0f} |")
     w("")
     w(f"## PromQL: {a.prom_gpus} GPUs x {a.prom_days} days in Prometheus")
     w("")
     w(f"The full month of {a.gpus:,} GPUs cannot be backfilled here (its OpenMetrics text would be about")
-    w(f"{a.gpus / 32 * 0.56 * a.days:.0f} GB), so this comparison uses a slice: the same simulator, {a.prom_gpus} GPUs for")
-    w(f"{a.prom_days} days, loaded with `promtool tsdb create-blocks-from openmetrics`. PromQL asks for the chargeback's")
+    w(f"{a.gpus / 32 * 0.56 * a.days:.0f} GB and promtool loads about 100k samples/s on this machine), so this")
+    w(f"comparison uses a slice: the same simulator, {a.prom_gpus} GPUs for {a.prom_days} days, its DCGM series loaded")
+    w("with `promtool tsdb create-blocks-from openmetrics`. PromQL asks for the chargeback's")
     w("quantities (GPU-steps per namespace and model, energy per namespace) as a user would: one instant query")
     w("over the window, or `query_range` at a 1 h step summed client-side (`benches/promql_side.py`).")
     w("")
@@ -90,7 +105,7 @@ def main():
     w("|---|---|---|---|")
     for form, label in [("instant", f"instant query over {a.prom_days}d"), ("range_1h", "query_range, 1 h step")]:
         s = min(p[form]["secs"])
-        w(f"| {label} | {s:.2f} | {gs:.3f} | {s / gs:.0f}x |")
+        w(f"| {label} | {s:.3f} | {gs:.3f} | {s / gs:.1f}x |")
     w("")
     w(f"Prometheus' resident memory after the queries: {int(text(os.path.join(R, 'prometheus_rss_kib.txt'), '0')) / 1024:.0f} MiB.")
     w("")
@@ -112,6 +127,24 @@ def main():
     w(f"| gpuledger lake | month, {a.gpus:,} GPUs | {lake_bytes:,} | {rows * 7:,} | {lake_bytes / (rows * 7):.2f} |")
     w(f"| gpuledger lake | slice, {a.prom_gpus} GPUs x {a.prom_days} d | {slice_bytes:,} | {slice_rows * 7:,} | {slice_bytes / (slice_rows * 7):.2f} |")
     w(f"| Prometheus TSDB | slice, DCGM series | {tsdb_bytes:,} | {samples:,} | {tsdb_bytes / samples:.2f} |")
+    w("")
+    # The quality targets (PRODUCT.md, issue 7), met or not, from the figures above.
+    cb_g = r("gpuledger-chargeback-warm.json")
+    cb_d = r("duckdb-chargeback-warm.json")
+    ratio = best(cb_g, "chargeback") / best(cb_d, "chargeback") if "error" not in cb_g and "error" not in cb_d else None
+    promql = min(min(p["instant"]["secs"]), min(p["range_1h"]["secs"])) / gs
+    bpv = lake_bytes / (rows * 7)
+    rss = max((r(f"gpuledger-{rep}-warm.json").get("peak_rss_kib", 0) for rep in ["chargeback", "idle", "queue"]), default=0) / 1024
+    idle_failed = "error" in r("gpuledger-idle-warm.json")
+    yes = lambda ok: "met" if ok else "**missed**"
+    w("## Targets")
+    w("")
+    w("| target | measured | |")
+    w("|---|---|---|")
+    w(f"| monthly chargeback no slower than DuckDB (ratio <= 1.0) | {'-' if ratio is None else f'{ratio:.2f}'} | {yes(ratio is not None and ratio <= 1.0)} |")
+    w(f"| chargeback at least 50x faster than PromQL | {promql:.1f}x (slice) | {yes(promql >= 50)} |")
+    w(f"| at most 1 byte per stored value (Prometheus TSDB here: {tsdb_bytes / samples:.2f}) | {bpv:.2f} | {yes(bpv <= 1.0)} |")
+    w(f"| peak RSS under 1 GiB for the month, every rollup | {rss:.0f} MiB{'; idle fails in its 1 GiB pool' if idle_failed else ''} | {yes(rss < 1024 and not idle_failed)} |")
     w("")
     w("## The collector against a local Prometheus (the slice)")
     w("")

@@ -42,6 +42,11 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import duckdb' 2>/dev
 fi
 PY="$VENV/bin/python"
 
+failed() {
+  python3 -c 'import json,sys; print(json.dumps({"error": open(sys.argv[1] + ".err").read().strip().splitlines()[0][:300]}))' "$1" > "$1.json"
+  log "failed: $(cat "$1.json")"
+}
+
 drop_caches() {
   sync
   if [ -w /proc/sys/vm/drop_caches ]; then echo 3 > /proc/sys/vm/drop_caches; echo yes; else echo no; fi
@@ -76,12 +81,13 @@ for side in gpuledger duckdb; do
       [ "$cache" = cold ] && dropped=$(drop_caches) || dropped=n/a
       reps=$REPEAT; [ "$cache" = cold ] && reps=1
       log "$side $report ($cache cache)"
+      # A side that fails (out of memory, say) is recorded as failed, and the run goes on.
       if [ "$side" = gpuledger ]; then
         GPULEDGER_BENCH_LAKE="$LAKE/lake" GPULEDGER_BENCH_FROM="$FROM" GPULEDGER_BENCH_TO="$TO" GPULEDGER_BENCH_REPEAT=$reps GPULEDGER_BENCH_ONLY=$report \
-          "$BENCH_BIN" > "$R/$side-$report-$cache.json"
+          RUST_BACKTRACE=0 "$BENCH_BIN" > "$R/$side-$report-$cache.json" 2> "$R/$side-$report-$cache.err" || failed "$R/$side-$report-$cache"
       else
         "$PY" benches/duckdb_side.py --lake "$LAKE/lake" --tables "$WORK/tables" --queries queries --from "$FROM" --to "$TO" --repeat $reps --only $report \
-          > "$R/$side-$report-$cache.json"
+          > "$R/$side-$report-$cache.json" 2> "$R/$side-$report-$cache.err" || failed "$R/$side-$report-$cache"
       fi
       echo "$dropped" > "$R/$side-$report-$cache.dropped"
     done
@@ -89,7 +95,8 @@ for side in gpuledger duckdb; do
 done
 # The CLI end to end (process start, session, SQL, rendering), with its peak RSS.
 for report in chargeback idle queue; do
-  /usr/bin/time -f "%e %M" -o "$R/cli-$report.time" "$G" --lake "$LAKE/lake" report "$report" --from "$FROM" --to "$TO" --format csv -o "$WORK/cli-$report" > /dev/null
+  /usr/bin/time -f "%e %M" -o "$R/cli-$report.time" "$G" --lake "$LAKE/lake" report "$report" --from "$FROM" --to "$TO" --format csv -o "$WORK/cli-$report" > /dev/null 2> "$R/cli-$report.err" \
+    || echo "failed: $(grep -m1 -o 'error: .*' "$R/cli-$report.err" | cut -c1-200)" >> "$R/cli-$report.time"
 done
 
 # 3. The PromQL slice: the same simulator, smaller, into Prometheus with promtool.
