@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The DuckDB side of the benchmark: gpuledger's own rollup SQL (queries/*.sql) run by DuckDB on
-the same Parquet lake, with the same parameters. The two dialects differ in two places only,
+the same Parquet lake, with the same parameters (for the idle report's per-pod runs, which
+gpuledger finds in a streaming pass, the plain-SQL form in benches/sql/). The two dialects differ in two places only,
 rewritten here: DataFusion's date_bin is DuckDB's time_bucket, and CAST(<timestamp> AS BIGINT)
 (milliseconds in DataFusion) is epoch_ms(<timestamp>) in DuckDB.
 
@@ -10,12 +11,17 @@ Prints one JSON object: {"<query>": {"secs": [...], "rows": N}, ...} plus "peak_
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import resource
 import sys
 import time
 
 import duckdb
+
+# Where gpuledger answers a question outside SQL (the idle report finds idle runs in one
+# streaming pass, then prices them in queries/idle_pods.sql), DuckDB gets the plain-SQL form.
+PEER_SQL = {"idle_pods": os.path.join(os.path.dirname(os.path.abspath(__file__)), "sql", "idle_pods_windowed.sql")}
 
 TS_COLUMNS = {"ts", "created", "scheduled", "started", "finished", "run_from", "run_to", "start"}
 
@@ -72,7 +78,6 @@ def main():
     con.execute("SET TimeZone = 'UTC'")
     if a.threads:
         con.execute(f"SET threads = {a.threads}")
-    import os
     for t in sorted(os.listdir(a.lake)):
         if t.startswith("_") or not os.path.isdir(os.path.join(a.lake, t)):
             continue
@@ -102,7 +107,7 @@ def main():
         for _ in range(a.repeat):
             t0 = time.perf_counter()
             for name in names:
-                sql = to_duckdb(open(f"{a.queries}/{name}.sql").read())
+                sql = to_duckdb(open(PEER_SQL.get(name, f"{a.queries}/{name}.sql")).read())
                 # DuckDB wants every positional parameter used: renumber the ones the query uses.
                 used = sorted({int(x) for x in re.findall(r"\$(\d+)", sql)})
                 sql = re.sub(r"\$(\d+)", lambda m: "$" + str(used.index(int(m.group(1))) + 1), sql)

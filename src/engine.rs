@@ -84,7 +84,7 @@ impl SessionBuilder {
 
     /// A session with the lake's tables and the config's price tables registered.
     pub async fn build(&self, lake: &Lake, config: &Config) -> Result<SessionContext> {
-        let ctx = self.bare()?;
+        let ctx = self.session(Some(lake))?;
         for table in Table::ALL {
             register_lake_table(&ctx, lake, table).await?;
         }
@@ -95,10 +95,17 @@ impl SessionBuilder {
 
     /// A session with nothing registered.
     pub fn bare(&self) -> Result<SessionContext> {
-        let config = SessionConfig::new()
+        self.session(None)
+    }
+
+    fn session(&self, lake: Option<&Lake>) -> Result<SessionContext> {
+        let mut config = SessionConfig::new()
             .with_target_partitions(self.target_partitions)
             .with_information_schema(true)
             .set_bool("datafusion.execution.parquet.pushdown_filters", true);
+        if let Some(lake) = lake {
+            config = config.with_extension(Arc::new(lake.clone()));
+        }
         let mut runtime = RuntimeEnvBuilder::new();
         if let Some(bytes) = self.memory_limit {
             runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(bytes)));
@@ -106,6 +113,11 @@ impl SessionBuilder {
         let runtime = runtime.build_arc().map_err(|e| EngineError::Setup(e.to_string()))?;
         Ok(SessionContext::new_with_config_rt(config, runtime))
     }
+}
+
+/// The lake a session was built on (for the passes that stream its files themselves).
+pub fn session_lake(ctx: &SessionContext) -> Option<Arc<Lake>> {
+    ctx.state().config().get_extension::<Lake>()
 }
 
 /// Registers `<lake>/<table>/` as a listing table with the explicit schema and a `date`

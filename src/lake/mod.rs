@@ -5,6 +5,7 @@ pub mod import;
 pub mod layout;
 pub mod reader;
 pub mod rows;
+pub mod scan;
 pub mod schema;
 pub mod writer;
 

@@ -10,16 +10,21 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
 use datafusion::common::ScalarValue;
+use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{decimals, ints, millis, money_from_us, rfc3339, strs, window_params};
 use super::money::round_ratio;
 use super::render::{Cell, Report};
-use super::Result;
+use super::idle_runs::{self, IdleRule};
+use super::{ReportError, Result};
 use crate::config::Config;
-use crate::engine::run_query;
+use crate::engine::{run_query, session_lake};
 use crate::queries::Queries;
 use crate::timewin::Window;
 
@@ -59,6 +64,32 @@ struct PodIdle {
     cost: i128,
 }
 
+/// `queries/idle_pods.sql` over the tables of one streaming pass (`idle_runs`).
+pub async fn pod_idle(ctx: &SessionContext, queries: &Queries, window: &Window, rule: IdleRule, params: Vec<ScalarValue>) -> Result<Vec<RecordBatch>> {
+    const R: &str = "idle_pods";
+    let shape = |detail: String| ReportError::Shape { report: R, detail };
+    let lake = session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan".into()))?;
+    let w = *window;
+    let t = std::time::Instant::now();
+    let found = tokio::task::spawn_blocking(move || idle_runs::scan(&lake, &w, rule))
+        .await
+        .map_err(|e| shape(format!("the idle scan stopped: {e}")))?
+        .map_err(|e| shape(e.to_string()))?;
+    tracing::debug!("idle scan: {} rows, {} holdings, {} runs in {:.2}s", found.rows, found.holding.num_rows(), found.runs.num_rows(), t.elapsed().as_secs_f64());
+    let register = |name: &str, batch: RecordBatch| -> Result<()> {
+        let table = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| shape(e.to_string()))?;
+        let _ = ctx.deregister_table(name);
+        ctx.register_table(name, Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+        Ok(())
+    };
+    register(idle_runs::HOLDING_TABLE, found.holding)?;
+    register(idle_runs::RUNS_TABLE, found.runs)?;
+    let result = run_query(ctx, R, &queries.get(R)?, params).await;
+    let _ = ctx.deregister_table(idle_runs::HOLDING_TABLE);
+    let _ = ctx.deregister_table(idle_runs::RUNS_TABLE);
+    Ok(result?)
+}
+
 pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<Vec<Report>> {
     let mut params = window_params(window);
     params.push(ScalarValue::Float64(Some(config.idle.util_threshold_pct)));
@@ -67,8 +98,10 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let label = window.label();
     let currency = &config.pricing.currency;
 
+    let rule = IdleRule { util_threshold_pct: config.idle.util_threshold_pct, min_secs: config.idle.min_minutes as i64 * 60 };
+    let pod_rows = pod_idle(ctx, queries, window, rule, params.clone()).await?;
     let mut pods = Vec::new();
-    for b in &run_query(ctx, "idle_pods", &queries.get("idle_pods")?, params.clone()).await? {
+    for b in &pod_rows {
         let r = "idle_pods";
         let (ns, pod, model) = (strs(r, b, "namespace")?, strs(r, b, "pod")?, strs(r, b, "gpu_model")?);
         let (held, steps, idle_steps, drops, idle, runs) = (ints(r, b, "held_gpu_us")?, ints(r, b, "steps")?, ints(r, b, "idle_steps")?, ints(r, b, "drops")?, ints(r, b, "idle_gpu_us")?, ints(r, b, "idle_runs")?);

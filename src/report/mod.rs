@@ -10,6 +10,7 @@ pub mod focus;
 pub mod heatmap;
 pub mod html;
 pub mod idle;
+pub mod idle_runs;
 pub mod inventory;
 pub mod queue;
 pub mod quota;

@@ -1,0 +1,110 @@
+//! An ordered scan of one table's day files: the rows in file order (each file is sorted by
+//! the table's `sort_columns`), days in date order, only the columns asked for. Decoding runs
+//! on its own thread, a few batches ahead of the consumer, so a streaming pass over a month
+//! (the idle report's run detection) costs about one core of decoding and holds a few batches
+//! in memory, whatever the size of the month.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::thread::JoinHandle;
+
+use arrow::array::RecordBatch;
+use chrono::NaiveDate;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+
+use super::{Lake, Table};
+
+/// Rows per decoded batch.
+pub const SCAN_BATCH_ROWS: usize = 64 * 1024;
+/// Batches decoded ahead of the consumer.
+const READ_AHEAD: usize = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("listing {table} in {lake}: {source}")]
+    List { table: &'static str, lake: PathBuf, source: std::io::Error },
+    #[error("reading {path}: {detail}")]
+    Read { path: PathBuf, detail: String },
+    #[error("{path} has no column {column} (a file from an older or foreign schema?)")]
+    MissingColumn { path: PathBuf, column: String },
+}
+
+/// Batches of `columns` of `table` for the days `first..=last`, in order.
+pub struct OrderedScan {
+    rx: Receiver<Result<(PathBuf, RecordBatch), ScanError>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl OrderedScan {
+    pub fn start(lake: &Lake, table: Table, first: NaiveDate, last: NaiveDate, columns: &[&str]) -> Result<OrderedScan, ScanError> {
+        let list_err = |source| ScanError::List { table: table.name(), lake: lake.root().to_path_buf(), source };
+        let files: Vec<PathBuf> = lake
+            .dates(table)
+            .map_err(list_err)?
+            .into_iter()
+            .filter(|d| *d >= first && *d <= last)
+            .map(|d| lake.partition_file(table, d))
+            .filter(|p| p.exists())
+            .collect();
+        let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let (tx, rx) = sync_channel(READ_AHEAD);
+        let reader = std::thread::Builder::new()
+            .name("lake-scan".into())
+            .spawn(move || {
+                for path in files {
+                    let sent = read_file(&path, &columns, |batch| tx.send(Ok((path.clone(), batch))).is_ok());
+                    match sent {
+                        Ok(true) => {}
+                        Ok(false) => return,
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            })
+            .map_err(|e| ScanError::Read { path: lake.table_dir(table), detail: format!("starting the reader thread: {e}") })?;
+        Ok(OrderedScan { rx, reader: Some(reader) })
+    }
+}
+
+impl Iterator for OrderedScan {
+    /// A batch and the file it came from (for error messages).
+    type Item = Result<(PathBuf, RecordBatch), ScanError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.rx.recv() {
+            Ok(item) => Some(item),
+            Err(_) => {
+                if let Some(h) = self.reader.take() {
+                    let _ = h.join();
+                }
+                None
+            }
+        }
+    }
+}
+
+/// Decodes `path`'s `columns` batch by batch into `sink`; Ok(false) when the sink hung up.
+fn read_file(path: &PathBuf, columns: &[String], mut sink: impl FnMut(RecordBatch) -> bool) -> Result<bool, ScanError> {
+    let read_err = |detail: String| ScanError::Read { path: path.clone(), detail };
+    let file = File::open(path).map_err(|e| read_err(e.to_string()))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| read_err(e.to_string()))?;
+    let schema = builder.schema().clone();
+    let mut roots = Vec::with_capacity(columns.len());
+    for c in columns {
+        let idx = schema.index_of(c).map_err(|_| ScanError::MissingColumn { path: path.clone(), column: c.clone() })?;
+        roots.push(idx);
+    }
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let reader = builder.with_projection(mask).with_batch_size(SCAN_BATCH_ROWS).build().map_err(|e| read_err(e.to_string()))?;
+    for batch in reader {
+        let batch = batch.map_err(|e| read_err(e.to_string()))?;
+        if !sink(batch) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
