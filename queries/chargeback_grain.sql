@@ -8,52 +8,55 @@
 -- `__unallocated__`. Quantities are integers (GPU-microseconds, millijoules) and money
 -- DECIMAL not yet divided by 3.6e9 (`*_us`: per-hour price x microseconds; `*_mj`: per-kWh
 -- price x millijoules), so nothing depends on the order rows are added in.
+-- The rows are first summed per 15-minute bucket (and per share and step, so every
+-- per-row rounding below is the same number of rows x the same rounded value): prices change
+-- only at bucket edges (gpu_prices at UTC midnights, the tariff per bucket), so the joins then
+-- see about a thousandth of the rows and price them exactly as they would row by row.
 -- Prices: `gpu_prices` by model (a MIG instance pays its share of the GPU price, or its own
 -- profile's price per instance-hour where one is configured), each row on its dates;
 -- energy x PUE x the `power_tariff` rate of the 15-minute bucket the sample starts in.
-WITH samples AS (
+WITH buckets AS (
   SELECT
-    COALESCE(CAST(s.namespace AS VARCHAR), '__unallocated__')              AS namespace,
-    CAST(s.node AS VARCHAR)                                                 AS node,
-    CAST(s.gpu_model AS VARCHAR)                                            AS gpu_model,
-    CAST(s.mig_profile AS VARCHAR)                                          AS mig_profile,
-    s.date                                                                  AS date,
-    s.ts                                                                    AS ts,
+    s.namespace                                                             AS namespace,
+    s.node                                                                  AS node,
+    s.gpu_model                                                             AS gpu_model,
+    s.mig_profile                                                           AS mig_profile,
     date_bin(INTERVAL '15 minutes', s.ts)                                   AS bucket,
     s.share                                                                 AS share,
     s.step_s                                                                AS step_s,
-    CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT)                     AS gpu_us,
-    CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS BIGINT)                   AS energy_mj,
-    CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT) AS util_gpu_us
+    COUNT(*)                                                                AS n,
+    SUM(CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS BIGINT))              AS energy_mj,
+    SUM(CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT)) AS util_gpu_us
   FROM gpu_samples s
   WHERE s.date >= $3 AND s.date <= $4
     AND s.ts >= $1 AND s.ts < $2
+  GROUP BY 1, 2, 3, 4, 5, 6, 7
 ),
 priced AS (
   SELECT
-    x.namespace,
-    x.node,
-    x.gpu_model,
-    x.mig_profile,
-    x.date,
-    x.gpu_us,
+    COALESCE(CAST(x.namespace AS VARCHAR), '__unallocated__')                        AS namespace,
+    CAST(x.node AS VARCHAR)                                                           AS node,
+    CAST(x.gpu_model AS VARCHAR)                                                      AS gpu_model,
+    CAST(x.mig_profile AS VARCHAR)                                                    AS mig_profile,
+    CAST(CAST(x.bucket AS DATE) AS VARCHAR)                                           AS date,
+    x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT)                         AS gpu_us,
     x.energy_mj,
     x.util_gpu_us,
     CASE
       WHEN gm.model IS NOT NULL
-        THEN CAST(CAST(ROUND(x.share / gm.slice_share * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * gm.price_per_hour
-      ELSE CAST(x.gpu_us AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
-    END                                                                              AS gpu_cost_us,
-    CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh                    AS power_cost_mj,
+        THEN CAST(x.n * CAST(ROUND(x.share / gm.slice_share * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * gm.price_per_hour
+      ELSE CAST(x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
+    END                                                                               AS gpu_cost_us,
+    CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh                     AS power_cost_mj,
     CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * COALESCE(p.carbon_g_per_kwh, CAST(0 AS DECIMAL(18, 6))) AS carbon_mg,
-    CASE WHEN gm.model IS NULL AND g.model IS NULL THEN x.gpu_us ELSE 0 END          AS unpriced_gpu_us
-  FROM samples x
+    CASE WHEN gm.model IS NULL AND g.model IS NULL THEN x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT) ELSE 0 END AS unpriced_gpu_us
+  FROM buckets x
   LEFT JOIN gpu_prices gm
-    ON x.gpu_model = gm.model AND x.mig_profile = gm.mig_profile
-   AND x.ts >= gm.effective_from AND x.ts < gm.effective_to
+    ON CAST(x.gpu_model AS VARCHAR) = gm.model AND CAST(x.mig_profile AS VARCHAR) = gm.mig_profile
+   AND x.bucket >= gm.effective_from AND x.bucket < gm.effective_to
   LEFT JOIN gpu_prices g
-    ON x.gpu_model = g.model AND g.mig_profile IS NULL
-   AND x.ts >= g.effective_from AND x.ts < g.effective_to
+    ON CAST(x.gpu_model AS VARCHAR) = g.model AND g.mig_profile IS NULL
+   AND x.bucket >= g.effective_from AND x.bucket < g.effective_to
   LEFT JOIN power_tariff p
     ON x.bucket = p.bucket_start
 )

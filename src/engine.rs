@@ -102,7 +102,11 @@ impl SessionBuilder {
         let mut config = SessionConfig::new()
             .with_target_partitions(self.target_partitions)
             .with_information_schema(true)
-            .set_bool("datafusion.execution.parquet.pushdown_filters", true);
+            // Late materialisation (row filters inside the Parquet decoder) costs more than it
+            // saves on the rollups, whose filters keep whole days: measured on a month of 1,024
+            // GPUs, the chargeback takes 6.4 s without it and 6.9 s with it. Row groups and pages
+            // are still pruned by their statistics.
+            .set_bool("datafusion.execution.parquet.pushdown_filters", false);
         if let Some(lake) = lake {
             config = config.with_extension(Arc::new(lake.clone()));
         }
@@ -209,8 +213,10 @@ fn register_calendar(ctx: &SessionContext, lake: &Lake) -> Result<()> {
     register_mem(ctx, "calendar", schema, batch)
 }
 
+/// The `effective_to` of the latest price: open-ended, but inside the nanosecond timestamp range
+/// (year 2262) so that comparing it with a nanosecond bucket (`date_bin`) cannot overflow.
 fn far_future() -> NaiveDate {
-    NaiveDate::from_ymd_opt(9999, 1, 1).expect("valid date")
+    NaiveDate::from_ymd_opt(2200, 1, 1).expect("valid date")
 }
 
 fn day_ms(d: NaiveDate) -> i64 {

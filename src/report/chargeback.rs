@@ -159,11 +159,16 @@ fn raw(v: (i128, u32)) -> Result<i128> {
 /// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
 pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
     // Step 1, the one scan of gpu_samples; step 2 reads its (small) result as a table.
+    let t = std::time::Instant::now();
     let (schema, grain) = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await?;
+    let grain_rows: usize = grain.iter().map(|b| b.num_rows()).sum();
     let table = datafusion::datasource::MemTable::try_new(schema, vec![grain]).map_err(|e| shape(e.to_string()))?;
     let _ = ctx.deregister_table("chargeback_grain");
     ctx.register_table("chargeback_grain", std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+    tracing::debug!("chargeback_grain: {} rows in {:.2}s", grain_rows, t.elapsed().as_secs_f64());
+    let t = std::time::Instant::now();
     let batches = run_query(ctx, R, &queries.get(R)?, window_params(window)).await;
+    tracing::debug!("chargeback: detail rows in {:.2}s", t.elapsed().as_secs_f64());
     let _ = ctx.deregister_table("chargeback_grain");
     let mut detail = Vec::new();
     for b in &batches? {
