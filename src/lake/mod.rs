@@ -3,6 +3,7 @@
 
 pub mod import;
 pub mod layout;
+pub mod quantize;
 pub mod reader;
 pub mod rows;
 pub mod scan;

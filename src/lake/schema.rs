@@ -88,6 +88,16 @@ impl Table {
         }
     }
 
+    /// Float columns stored with `BYTE_STREAM_SPLIT` and no dictionary: whole joules in a
+    /// Float64 have many distinct values but zero low bytes, which this layout hands to ZSTD as
+    /// runs (on a busy day of 1,024 GPUs: 1.41 bytes per row against 1.51 with a dictionary).
+    pub fn split_columns(self) -> &'static [&'static str] {
+        match self {
+            Table::GpuSamples => &["energy_j"],
+            _ => &[],
+        }
+    }
+
     pub fn description(self) -> &'static str {
         match self {
             Table::GpuSamples => "one row per GPU or MIG instance per step, [ts, ts + step_s)",

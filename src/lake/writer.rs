@@ -1,6 +1,7 @@
-//! The one Parquet writer of the lake (after GreptimeDB's and Parseable's): rows sorted
-//! before `sorting_columns` is declared, ZSTD, delta-encoded timestamps without dictionary,
-//! dictionary-encoded labels, ~128k-row groups, schema version and window in key/value
+//! The one Parquet writer of the lake (after GreptimeDB's and Parseable's): measurements at
+//! the lake's resolution (`quantize`), rows sorted before `sorting_columns` is declared, ZSTD,
+//! delta-encoded timestamps without dictionary, byte-stream-split energy, dictionary-encoded
+//! labels and gauges, ~128k-row groups, schema version and window in key/value
 //! metadata; published with `.tmp` + fsync + rename.
 
 use std::fs::{self, File};
@@ -32,7 +33,7 @@ pub enum WriteError {
         date: NaiveDate,
         detail: String,
     },
-    #[error("{table} for {date}: sorting rows: {source}")]
+    #[error("{table} for {date}: preparing rows: {source}")]
     Sort {
         table: &'static str,
         date: NaiveDate,
@@ -57,7 +58,12 @@ pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &Recor
             detail: format!("got {:?}", batch.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>()),
         });
     }
-    let sorted = sort_batch(table, batch).map_err(|source| WriteError::Sort {
+    let quantized = super::quantize::quantize(table, batch).map_err(|source| WriteError::Sort {
+        table: table.name(),
+        date,
+        source,
+    })?;
+    let sorted = sort_batch(table, &quantized).map_err(|source| WriteError::Sort {
         table: table.name(),
         date,
         source,
@@ -121,6 +127,10 @@ pub fn writer_properties(table: Table, date: NaiveDate) -> WriterProperties {
             KeyValue::new("gpuledger.table".into(), table.name().to_string()),
             KeyValue::new("gpuledger.window".into(), format!("{date}T00:00:00Z/P1D")),
         ]));
+    for name in table.split_columns() {
+        let path = ColumnPath::from(*name);
+        builder = builder.set_column_dictionary_enabled(path.clone(), false).set_column_encoding(path, Encoding::BYTE_STREAM_SPLIT);
+    }
     for name in table.delta_columns() {
         let path = ColumnPath::from(*name);
         builder = builder
