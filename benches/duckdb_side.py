@@ -21,7 +21,14 @@ import duckdb
 
 # Where gpuledger answers a question outside SQL (the idle report finds idle runs in one
 # streaming pass, then prices them in queries/idle_pods.sql), DuckDB gets the plain-SQL form.
-PEER_SQL = {"idle_pods": os.path.join(os.path.dirname(os.path.abspath(__file__)), "sql", "idle_pods_windowed.sql")}
+# Likewise the chargeback's first step (gpuledger: a pass summing rows per 15-minute bucket).
+BENCH_SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sql")
+PEER_SQL = {
+    "idle_pods": os.path.join(BENCH_SQL, "idle_pods_windowed.sql"),
+    "gpu_buckets": os.path.join(BENCH_SQL, "gpu_buckets.sql"),
+}
+# Steps whose result the next step reads as a table.
+TEMP_TABLES = {"gpu_buckets", "chargeback_grain"}
 
 TS_COLUMNS = {"ts", "created", "scheduled", "started", "finished", "run_from", "run_to", "start"}
 
@@ -94,7 +101,7 @@ def main():
 
     # The rollups, grouped as the reports run them. chargeback's step 2 reads step 1's result.
     rollups = {
-        "chargeback": ["chargeback_grain", "chargeback", "cluster_totals"],
+        "chargeback": ["gpu_buckets", "chargeback_grain", "chargeback", "cluster_totals"],
         "idle": ["idle_pods", "idle_unallocated", "idle_zombie"],
         "queue": ["queue_waits", "queue_pending"],
     }
@@ -112,9 +119,9 @@ def main():
                 used = sorted({int(x) for x in re.findall(r"\$(\d+)", sql)})
                 sql = re.sub(r"\$(\d+)", lambda m: "$" + str(used.index(int(m.group(1))) + 1), sql)
                 params = [base[u - 1] for u in used]
-                if name == "chargeback_grain":
-                    con.execute("CREATE OR REPLACE TEMP TABLE chargeback_grain AS " + sql, params)
-                    rows[name] = con.execute("SELECT count(*) FROM chargeback_grain").fetchone()[0]
+                if name in TEMP_TABLES:
+                    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS " + sql, params)
+                    rows[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
                 else:
                     rows[name] = len(con.execute(sql, params).fetchall())
             secs.append(time.perf_counter() - t0)

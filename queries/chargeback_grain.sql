@@ -1,38 +1,22 @@
--- Chargeback, step 1: the one scan of gpu_samples for the window [$1, $2), priced and summed
--- per namespace, node, GPU model, MIG profile and UTC day. `queries/chargeback.sql` reads the
--- result as the table `chargeback_grain`.
---   $1, $2  window start and end (TIMESTAMP, UTC), half-open
---   $3, $4  first and last `date` partition that can hold rows of the window (pruning)
+-- Chargeback, step 1: the GPU rows of the window [$1, $2) (gpuledger's pass reads them for
+-- this query: `gpu_buckets`, below), priced and summed per namespace, node, GPU model, MIG
+-- profile and UTC day. `queries/chargeback.sql` reads the result as the table
+-- `chargeback_grain`.
 -- A GPU row stands for [ts, ts + step_s); `share` is 1 for a whole GPU, the slice fraction
 -- for a MIG instance, 1/n for n pods time-slicing a GPU. GPU time with no pod is
 -- `__unallocated__`. Quantities are integers (GPU-microseconds, millijoules) and money
 -- DECIMAL not yet divided by 3.6e9 (`*_us`: per-hour price x microseconds; `*_mj`: per-kWh
 -- price x millijoules), so nothing depends on the order rows are added in.
--- The rows are first summed per 15-minute bucket (and per share and step, so every
--- per-row rounding below is the same number of rows x the same rounded value): prices change
--- only at bucket edges (gpu_prices at UTC midnights, the tariff per bucket), so the joins then
--- see about a thousandth of the rows and price them exactly as they would row by row.
+-- The rows come summed per 15-minute bucket (and per share and step, so every per-row
+-- rounding below is the number of rows x the same rounded value) as the table `gpu_buckets`,
+-- made by one pass over the day files (src/report/gpu_buckets.rs; the same in SQL:
+-- benches/sql/gpu_buckets.sql): prices change only at bucket edges (gpu_prices at UTC
+-- midnights, the tariff per bucket), so the joins see about a hundredth of the rows and price
+-- them exactly as they would row by row.
 -- Prices: `gpu_prices` by model (a MIG instance pays its share of the GPU price, or its own
 -- profile's price per instance-hour where one is configured), each row on its dates;
 -- energy x PUE x the `power_tariff` rate of the 15-minute bucket the sample starts in.
-WITH buckets AS (
-  SELECT
-    s.namespace                                                             AS namespace,
-    s.node                                                                  AS node,
-    s.gpu_model                                                             AS gpu_model,
-    s.mig_profile                                                           AS mig_profile,
-    date_bin(INTERVAL '15 minutes', s.ts)                                   AS bucket,
-    s.share                                                                 AS share,
-    s.step_s                                                                AS step_s,
-    COUNT(*)                                                                AS n,
-    SUM(CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS BIGINT))              AS energy_mj,
-    SUM(CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT)) AS util_gpu_us
-  FROM gpu_samples s
-  WHERE s.date >= $3 AND s.date <= $4
-    AND s.ts >= $1 AND s.ts < $2
-  GROUP BY 1, 2, 3, 4, 5, 6, 7
-),
-priced AS (
+WITH priced AS (
   SELECT
     COALESCE(CAST(x.namespace AS VARCHAR), '__unallocated__')                        AS namespace,
     CAST(x.node AS VARCHAR)                                                           AS node,
@@ -50,7 +34,7 @@ priced AS (
     CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh                     AS power_cost_mj,
     CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * COALESCE(p.carbon_g_per_kwh, CAST(0 AS DECIMAL(18, 6))) AS carbon_mg,
     CASE WHEN gm.model IS NULL AND g.model IS NULL THEN x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT) ELSE 0 END AS unpriced_gpu_us
-  FROM buckets x
+  FROM gpu_buckets x
   LEFT JOIN gpu_prices gm
     ON CAST(x.gpu_model AS VARCHAR) = gm.model AND CAST(x.mig_profile AS VARCHAR) = gm.mig_profile
    AND x.bucket >= gm.effective_from AND x.bucket < gm.effective_to

@@ -95,10 +95,12 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
     };
     let mut out = Vec::new();
     let mut bad = Vec::new();
-    // The idle report's streaming pass hands idle_pods.sql two tables: register them (empty).
+    // The passes over gpu_samples hand idle_pods.sql and chargeback_grain.sql their tables:
+    // register them (empty).
     for (name, schema) in [
         (crate::report::idle_runs::HOLDING_TABLE, crate::report::idle_runs::holding_schema()),
         (crate::report::idle_runs::RUNS_TABLE, crate::report::idle_runs::runs_schema()),
+        (crate::report::gpu_buckets::TABLE, crate::report::gpu_buckets::schema()),
     ] {
         if let Ok(t) = datafusion::datasource::MemTable::try_new(schema, vec![vec![]]) {
             let _ = ctx.register_table(name, std::sync::Arc::new(t));

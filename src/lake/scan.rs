@@ -2,7 +2,8 @@
 //! the table's `sort_columns`), days in date order, only the columns asked for. Decoding runs
 //! on its own thread, a few batches ahead of the consumer, so a streaming pass over a month
 //! (the idle report's run detection) costs about one core of decoding and holds a few batches
-//! in memory, whatever the size of the month.
+//! in memory, whatever the size of the month. `fold_files` reads several files at once for
+//! questions that do not depend on row order.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -39,15 +40,7 @@ pub struct OrderedScan {
 
 impl OrderedScan {
     pub fn start(lake: &Lake, table: Table, first: NaiveDate, last: NaiveDate, columns: &[&str]) -> Result<OrderedScan, ScanError> {
-        let list_err = |source| ScanError::List { table: table.name(), lake: lake.root().to_path_buf(), source };
-        let files: Vec<PathBuf> = lake
-            .dates(table)
-            .map_err(list_err)?
-            .into_iter()
-            .filter(|d| *d >= first && *d <= last)
-            .map(|d| lake.partition_file(table, d))
-            .filter(|p| p.exists())
-            .collect();
+        let files = day_files(lake, table, first, last)?;
         let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
         let (tx, rx) = sync_channel(READ_AHEAD);
         let reader = std::thread::Builder::new()
@@ -85,6 +78,63 @@ impl Iterator for OrderedScan {
             }
         }
     }
+}
+
+/// The published files of `table` for the days `first..=last`, in date order.
+pub fn day_files(lake: &Lake, table: Table, first: NaiveDate, last: NaiveDate) -> Result<Vec<PathBuf>, ScanError> {
+    let list_err = |source| ScanError::List { table: table.name(), lake: lake.root().to_path_buf(), source };
+    Ok(lake
+        .dates(table)
+        .map_err(list_err)?
+        .into_iter()
+        .filter(|d| *d >= first && *d <= last)
+        .map(|d| lake.partition_file(table, d))
+        .filter(|p| p.exists())
+        .collect())
+}
+
+/// Reads `files` on up to `threads` threads, whole files at a time in no particular order; each
+/// thread folds its batches into its own state (from `init`), and the states come back for the
+/// caller to merge. For questions whose answer does not depend on row order (sums).
+pub fn fold_files<S, E>(
+    files: &[PathBuf],
+    columns: &[&str],
+    threads: usize,
+    init: impl Fn() -> S + Sync,
+    fold: impl Fn(&mut S, &std::path::Path, RecordBatch) -> Result<(), E> + Sync,
+) -> Result<Vec<S>, E>
+where
+    S: Send,
+    E: From<ScanError> + Send,
+{
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+    let threads = threads.clamp(1, files.len().max(1));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| -> Result<S, E> {
+                    let mut state = init();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(path) = files.get(i) else { return Ok(state) };
+                        let mut failed = None;
+                        read_file(path, &columns, |batch| match fold(&mut state, path, batch) {
+                            Ok(()) => true,
+                            Err(e) => {
+                                failed = Some(e);
+                                false
+                            }
+                        })?;
+                        if let Some(e) = failed {
+                            return Err(e);
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("lake reader thread panicked")).collect()
+    })
 }
 
 /// Decodes `path`'s `columns` batch by batch into `sink`; Ok(false) when the sink hung up.

@@ -158,9 +158,22 @@ fn raw(v: (i128, u32)) -> Result<i128> {
 
 /// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
 pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
-    // Step 1, the one scan of gpu_samples; step 2 reads its (small) result as a table.
+    // Step 1: the one pass over gpu_samples (rows summed per 15-minute bucket), priced in SQL;
+    // step 2 reads its (small) result as a table.
     let t = std::time::Instant::now();
-    let (schema, grain) = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await?;
+    let lake = crate::engine::session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan"))?;
+    let (w, threads) = (*window, ctx.state().config().target_partitions());
+    let buckets = tokio::task::spawn_blocking(move || super::gpu_buckets::scan(&lake, &w, threads))
+        .await
+        .map_err(|e| shape(format!("the GPU row pass stopped: {e}")))??;
+    tracing::debug!("gpu_buckets: {} rows into {} buckets in {:.2}s", buckets.rows, buckets.batch.num_rows(), t.elapsed().as_secs_f64());
+    let table = datafusion::datasource::MemTable::try_new(buckets.batch.schema(), vec![vec![buckets.batch]]).map_err(|e| shape(e.to_string()))?;
+    let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
+    ctx.register_table(super::gpu_buckets::TABLE, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+    let t = std::time::Instant::now();
+    let grain = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await;
+    let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
+    let (schema, grain) = grain?;
     let grain_rows: usize = grain.iter().map(|b| b.num_rows()).sum();
     let table = datafusion::datasource::MemTable::try_new(schema, vec![grain]).map_err(|e| shape(e.to_string()))?;
     let _ = ctx.deregister_table("chargeback_grain");

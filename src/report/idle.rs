@@ -9,7 +9,6 @@
 //!   10-60 % of their steps idle, in at least 3 separate drops.
 
 use std::collections::BTreeMap;
-
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -73,8 +72,7 @@ pub async fn pod_idle(ctx: &SessionContext, queries: &Queries, window: &Window, 
     let t = std::time::Instant::now();
     let found = tokio::task::spawn_blocking(move || idle_runs::scan(&lake, &w, rule))
         .await
-        .map_err(|e| shape(format!("the idle scan stopped: {e}")))?
-        .map_err(|e| shape(e.to_string()))?;
+        .map_err(|e| shape(format!("the idle scan stopped: {e}")))??;
     tracing::debug!("idle scan: {} rows, {} holdings, {} runs in {:.2}s", found.rows, found.holding.num_rows(), found.runs.num_rows(), t.elapsed().as_secs_f64());
     let register = |name: &str, batch: RecordBatch| -> Result<()> {
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| shape(e.to_string()))?;

@@ -7,6 +7,7 @@ pub mod columns;
 pub mod completeness;
 pub mod events;
 pub mod focus;
+pub mod gpu_buckets;
 pub mod heatmap;
 pub mod html;
 pub mod idle;
@@ -29,6 +30,10 @@ pub enum ReportError {
     Engine(#[from] crate::engine::EngineError),
     #[error(transparent)]
     Query(#[from] crate::queries::QueryError),
+    #[error("chargeback: {0}")]
+    Buckets(#[from] gpu_buckets::BucketError),
+    #[error("idle report: {0}")]
+    IdleScan(#[from] idle_runs::IdleScanError),
     #[error("report {report}: unexpected result shape: {detail}")]
     Shape { report: &'static str, detail: String },
     #[error("writing {path}: {source}")]

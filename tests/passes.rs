@@ -1,9 +1,11 @@
-//! The idle report's streaming pass (`src/report/idle_runs.rs` + `queries/idle_pods.sql`)
-//! against the same question asked in plain SQL (`benches/sql/idle_pods_windowed.sql`: gaps and
-//! islands with window functions over every row), on a simulated lake with MIG instances and a
-//! time-sliced GPU, over a window that cuts days in half. The windowed SQL is an independent
-//! formulation (DataFusion's window functions, not the pass's state machine); at this size it
-//! fits in memory, at a month of 1,024 GPUs it does not (see docs/benchmarks.md).
+//! The passes over `gpu_samples` against the same questions asked in plain SQL, on a simulated
+//! lake with MIG instances and a time-sliced GPU, over a window that cuts days in half:
+//! - the idle report's run detection (`src/report/idle_runs.rs` + `queries/idle_pods.sql`) vs
+//!   `benches/sql/idle_pods_windowed.sql` (gaps and islands with window functions over every
+//!   row; at this size it fits in memory, at a month of 1,024 GPUs it does not);
+//! - the chargeback's per-bucket sums (`src/report/gpu_buckets.rs`) vs
+//!   `benches/sql/gpu_buckets.sql` (a GROUP BY over every row).
+//! The SQL forms are independent formulations (DataFusion's operators, not the passes' loops).
 
 mod common;
 
@@ -17,6 +19,7 @@ use gpuledger::lake::{write_partition, Lake, Table};
 use gpuledger::queries::Queries;
 use gpuledger::report::columns::window_params;
 use gpuledger::report::idle::pod_idle;
+use gpuledger::report::gpu_buckets;
 use gpuledger::report::idle_runs::{scan, IdleRule};
 use gpuledger::timewin::Window;
 
@@ -115,4 +118,33 @@ fn a_file_out_of_time_order_is_refused_by_name() {
     // Written through the lake's writer the same rows are sorted again and read.
     write_partition(&lake, Table::GpuSamples, day, &reversed).unwrap();
     assert!(scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }).unwrap().rows > 0);
+}
+
+#[test]
+fn bucket_pass_equals_the_group_by() {
+    let tmp = tempfile::tempdir().unwrap();
+    common::run_ok(
+        tmp.path(),
+        &["simulate", "--out", "s", "--gpus", "48", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "4"],
+    );
+    let lake = Lake::new(tmp.path().join("s/lake"));
+    let window = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 5, 7, 30).unwrap(), Utc.with_ymd_and_hms(2026, 10, 3, 20, 0, 0).unwrap()).unwrap();
+    let sql = std::fs::read_to_string(common::repo_root().join("benches/sql/gpu_buckets.sql")).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let want = rt.block_on(async {
+        let ctx = SessionBuilder::default().build(&lake, &Config::default()).await.unwrap();
+        // The SQL's bucket is date_bin's (nanoseconds): compare at the pass's millisecond type.
+        let wrapped = format!("SELECT namespace, node, gpu_model, mig_profile, CAST(bucket AS TIMESTAMP(3)) AS bucket, share, step_s, n, energy_mj, util_gpu_us FROM ({sql})");
+        run_query(&ctx, "gpu_buckets.sql", &wrapped, window_params(&window)).await.unwrap()
+    });
+    let want = rows(&want).into_iter().map(|r| r.replace("T", " ")).collect::<Vec<_>>();
+    for threads in [1, 3] {
+        let got = gpu_buckets::scan(&lake, &window, threads).unwrap();
+        let got = rows(&[got.batch]).into_iter().map(|r| r.replace("T", " ").replace("Z", "")).collect::<Vec<_>>();
+        assert!(want.len() > 1000, "buckets: {}", want.len());
+        assert_eq!(want.len(), got.len(), "{threads} threads: groups");
+        for (w, g) in want.iter().zip(&got) {
+            assert_eq!(w, g, "{threads} threads: SQL vs pass");
+        }
+    }
 }

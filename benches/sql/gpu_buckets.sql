@@ -1,0 +1,21 @@
+-- The chargeback's step 1 in plain SQL: gpu_samples in [$1, $2) summed per namespace, node,
+-- GPU model, MIG profile, 15-minute bucket, share and step. gpuledger computes this table in one
+-- pass over the day files (src/report/gpu_buckets.rs) and hands it to
+-- queries/chargeback_grain.sql as `gpu_buckets`; DuckDB runs this SQL in `benches/run.sh` to
+-- make the same table, and the tests check the pass against it row for row.
+--   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
+SELECT
+  s.namespace                                                             AS namespace,
+  s.node                                                                  AS node,
+  s.gpu_model                                                             AS gpu_model,
+  s.mig_profile                                                           AS mig_profile,
+  date_bin(INTERVAL '15 minutes', s.ts)                                   AS bucket,
+  s.share                                                                 AS share,
+  s.step_s                                                                AS step_s,
+  COUNT(*)                                                                AS n,
+  SUM(CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS BIGINT))              AS energy_mj,
+  SUM(CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT)) AS util_gpu_us
+FROM gpu_samples s
+WHERE s.date >= $3 AND s.date <= $4
+  AND s.ts >= $1 AND s.ts < $2
+GROUP BY 1, 2, 3, 4, 5, 6, 7
