@@ -156,24 +156,50 @@ fn raw(v: (i128, u32)) -> Result<i128> {
     Ok(v.0 * 10i128.pow(MONEY_SCALE - v.1))
 }
 
+/// Days per piece of the chargeback's step 1: the pass and its pricing run a week at a time, so
+/// their memory follows a week of 15-minute buckets, however long the window.
+const STEP1_DAYS: i64 = 7;
+
+/// `window` cut at UTC midnights into pieces of at most `STEP1_DAYS` days (whole days, so
+/// no day's rows are split between pieces).
+fn step1_pieces(window: &Window) -> Vec<Window> {
+    let mut pieces = Vec::new();
+    let mut start = window.start;
+    while start < window.end {
+        let next = (start.date_naive() + chrono::Duration::days(STEP1_DAYS)).and_time(chrono::NaiveTime::MIN).and_utc();
+        let end = next.min(window.end);
+        pieces.push(Window { start, end });
+        start = end;
+    }
+    pieces
+}
+
 /// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
 pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
-    // Step 1: the one pass over gpu_samples (rows summed per 15-minute bucket), priced in SQL;
-    // step 2 reads its (small) result as a table.
+    // Step 1: the one pass over gpu_samples (rows summed per 15-minute bucket), priced in SQL,
+    // a week at a time (its rows are per day, so the pieces only add up); step 2 reads the
+    // (small) result as a table.
     let t = std::time::Instant::now();
     let lake = crate::engine::session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan"))?;
-    let (w, threads) = (*window, ctx.state().config().target_partitions());
-    let buckets = tokio::task::spawn_blocking(move || super::gpu_buckets::scan(&lake, &w, threads))
-        .await
-        .map_err(|e| shape(format!("the GPU row pass stopped: {e}")))??;
-    tracing::debug!("gpu_buckets: {} rows into {} buckets in {:.2}s", buckets.rows, buckets.batch.num_rows(), t.elapsed().as_secs_f64());
-    let table = datafusion::datasource::MemTable::try_new(buckets.batch.schema(), vec![vec![buckets.batch]]).map_err(|e| shape(e.to_string()))?;
-    let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
-    ctx.register_table(super::gpu_buckets::TABLE, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
-    let t = std::time::Instant::now();
-    let grain = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await;
-    let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
-    let (schema, grain) = grain?;
+    let threads = ctx.state().config().target_partitions();
+    let mut schema = None;
+    let mut grain = Vec::new();
+    for piece in step1_pieces(window) {
+        let lake = lake.clone();
+        let buckets = tokio::task::spawn_blocking(move || super::gpu_buckets::scan(&lake, &piece, threads))
+            .await
+            .map_err(|e| shape(format!("the GPU row pass stopped: {e}")))??;
+        tracing::debug!("gpu_buckets {}: {} rows into {} buckets", piece.label(), buckets.rows, buckets.batch.num_rows());
+        let table = datafusion::datasource::MemTable::try_new(buckets.batch.schema(), vec![vec![buckets.batch]]).map_err(|e| shape(e.to_string()))?;
+        let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
+        ctx.register_table(super::gpu_buckets::TABLE, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+        let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(&piece)).await;
+        let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
+        let (s, batches) = priced?;
+        schema.get_or_insert(s);
+        grain.extend(batches);
+    }
+    let schema = schema.ok_or_else(|| shape("an empty window"))?;
     let grain_rows: usize = grain.iter().map(|b| b.num_rows()).sum();
     let table = datafusion::datasource::MemTable::try_new(schema, vec![grain]).map_err(|e| shape(e.to_string()))?;
     let _ = ctx.deregister_table("chargeback_grain");
@@ -569,5 +595,28 @@ mod tests {
         let big = RAW_PER_UNIT * 123_456;
         let parts = split(big, &[500_000_00, 250_000_00, 1]);
         assert_eq!(parts.iter().sum::<i128>(), big);
+    }
+}
+
+#[cfg(test)]
+mod step1_tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn step1_pieces_are_whole_days_covering_the_window() {
+        let month = Window::month("2026-10", Utc::now()).unwrap();
+        let pieces = step1_pieces(&month);
+        let starts: Vec<u32> = pieces.iter().map(|p| chrono::Datelike::day(&p.start)).collect();
+        assert_eq!(starts, vec![1, 8, 15, 22, 29]);
+        assert_eq!(pieces.last().unwrap().end, month.end);
+        let odd = Window::new(Utc.with_ymd_and_hms(2026, 10, 3, 13, 0, 0).unwrap(), Utc.with_ymd_and_hms(2026, 10, 11, 2, 0, 0).unwrap()).unwrap();
+        let p = step1_pieces(&odd);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].start, p[0].end), (odd.start, Utc.with_ymd_and_hms(2026, 10, 10, 0, 0, 0).unwrap()));
+        assert_eq!((p[1].start, p[1].end), (Utc.with_ymd_and_hms(2026, 10, 10, 0, 0, 0).unwrap(), odd.end));
+        for w in p.windows(2) {
+            assert_eq!(w[0].end, w[1].start, "no gap, no overlap");
+        }
     }
 }
