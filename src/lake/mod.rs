@@ -2,6 +2,7 @@
 //! (`layout`) and the atomic writer (`writer`).
 
 pub mod import;
+pub mod intern;
 pub mod layout;
 pub mod quantize;
 pub mod reader;

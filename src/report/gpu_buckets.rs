@@ -17,13 +17,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
     TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
+use crate::lake::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
 use crate::lake::scan::{day_files, fold_files, ScanError};
-use crate::lake::schema::{label_type, ts_type};
+use crate::lake::schema::ts_type;
 use crate::lake::{Lake, Table};
 use crate::timewin::Window;
 
@@ -32,7 +33,6 @@ pub const TABLE: &str = "gpu_buckets";
 pub const BUCKET_MS: i64 = crate::tariff::BUCKET_MS;
 
 const COLUMNS: [&str; 9] = ["ts", "step_s", "node", "gpu_model", "mig_profile", "namespace", "share", "util_pct", "energy_j"];
-const NULL_ID: u32 = u32::MAX;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BucketError {
@@ -55,37 +55,6 @@ pub fn schema() -> SchemaRef {
         Field::new("energy_mj", DataType::Int64, false),
         Field::new("util_gpu_us", DataType::Int64, false),
     ]))
-}
-
-#[derive(Default)]
-struct Interner {
-    ids: HashMap<String, u32>,
-    names: Vec<String>,
-}
-
-impl Interner {
-    fn map_values(&mut self, dict: &DictionaryArray<Int32Type>) -> Vec<u32> {
-        let values = dict.values().as_string::<i32>();
-        (0..values.len())
-            .map(|i| {
-                if values.is_null(i) {
-                    return NULL_ID;
-                }
-                let v = values.value(i);
-                if let Some(id) = self.ids.get(v) {
-                    return *id;
-                }
-                let id = self.names.len() as u32;
-                self.names.push(v.to_string());
-                self.ids.insert(v.to_string(), id);
-                id
-            })
-            .collect()
-    }
-
-    fn name(&self, id: u32) -> Option<&str> {
-        (id != NULL_ID).then(|| self.names[id as usize].as_str())
-    }
 }
 
 #[derive(Hash, PartialEq, Eq, Clone, Copy)]
@@ -121,16 +90,11 @@ pub struct GpuBuckets {
 }
 
 fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
-    let err = |detail: String| BucketError::Column { path: path.display().to_string(), column: name, detail };
-    let c = b.column_by_name(name).ok_or_else(|| err("missing".into()))?;
-    let c = if c.data_type() == &label_type() { c.clone() } else { arrow::compute::cast(c, &label_type()).map_err(|e| err(e.to_string()))? };
-    Ok(c.as_dictionary::<Int32Type>().clone())
+    label_column(b, name).map_err(|detail| BucketError::Column { path: path.display().to_string(), column: name, detail })
 }
 
 fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
-    let err = |detail: String| BucketError::Column { path: path.display().to_string(), column: name, detail };
-    let c = b.column_by_name(name).ok_or_else(|| err("missing".into()))?;
-    c.as_any().downcast_ref::<T>().ok_or_else(|| err(format!("unexpected type {}", c.data_type())))
+    typed_column(b, name).map_err(|detail| BucketError::Column { path: path.display().to_string(), column: name, detail })
 }
 
 /// Sums `gpu_samples` rows in `window` per namespace, node, model, profile, bucket, share and step.
@@ -150,7 +114,6 @@ pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, 
         let share = typed::<Float64Array>(&b, path, "share")?;
         let util = typed::<Float32Array>(&b, path, "util_pct")?;
         let energy = typed::<Float64Array>(&b, path, "energy_j")?;
-        let id = |d: &DictionaryArray<Int32Type>, ids: &[u32], i: usize| if d.is_null(i) { NULL_ID } else { ids[d.keys().value(i) as usize] };
         let mut cached: Option<(Key, usize)> = None;
         for i in 0..b.num_rows() {
             let t = ts.value(i);
@@ -161,10 +124,10 @@ pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, 
             let share_v = share.value(i);
             let step_s = step.value(i);
             let key = Key {
-                ns: id(&ns, &ns_ids, i),
-                node: id(&node, &node_ids, i),
-                model: id(&model, &model_ids, i),
-                profile: id(&profile, &profile_ids, i),
+                ns: row_id(&ns, &ns_ids, i),
+                node: row_id(&node, &node_ids, i),
+                model: row_id(&model, &model_ids, i),
+                profile: row_id(&profile, &profile_ids, i),
                 bucket: t.div_euclid(BUCKET_MS) * BUCKET_MS,
                 share: share_v.to_bits(),
                 step_s,
@@ -198,12 +161,7 @@ pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, 
     let mut all: Vec<(Key, Sums)> = parts.iter().flat_map(|g| g.keys.iter().copied().zip(g.sums.iter().copied())).collect();
     let rows = parts.iter().map(|g| g.rows).sum();
     // Sort by the labels' text (nulls first), through each id's rank among the names.
-    let mut by_name: Vec<u32> = (0..strings.names.len() as u32).collect();
-    by_name.sort_by(|a, b| strings.names[*a as usize].cmp(&strings.names[*b as usize]));
-    let mut rank = vec![0u32; strings.names.len()];
-    for (r, id) in by_name.into_iter().enumerate() {
-        rank[id as usize] = r as u32 + 1;
-    }
+    let rank = strings.ranks();
     let r = |id: u32| if id == NULL_ID { 0 } else { rank[id as usize] };
     all.sort_by_key(|(k, _)| (r(k.ns), r(k.node), r(k.model), r(k.profile), k.bucket, k.share, k.step_s));
     let col_str = |f: &dyn Fn(&Key) -> u32| -> ArrayRef { Arc::new(all.iter().map(|(k, _)| strings.name(f(k))).collect::<StringArray>()) };

@@ -18,13 +18,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray,
     TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
+use crate::lake::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
 use crate::lake::scan::{OrderedScan, ScanError};
-use crate::lake::schema::{label_type, ts_type};
+use crate::lake::schema::ts_type;
 use crate::lake::{Lake, Table};
 use crate::timewin::Window;
 
@@ -32,7 +33,6 @@ pub const HOLDING_TABLE: &str = "idle_holding";
 pub const RUNS_TABLE: &str = "idle_runs";
 
 const COLUMNS: [&str; 9] = ["ts", "step_s", "gpu_uuid", "gpu_instance_id", "gpu_model", "namespace", "pod", "share", "util_pct"];
-const NULL_ID: u32 = u32::MAX;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdleScanError {
@@ -86,34 +86,6 @@ pub struct IdleScan {
     pub runs: RecordBatch,
     /// GPU rows read (inside the window, with a pod).
     pub rows: u64,
-}
-
-#[derive(Default)]
-struct Interner {
-    ids: HashMap<String, u32>,
-    names: Vec<String>,
-}
-
-impl Interner {
-    fn id(&mut self, s: &str) -> u32 {
-        if let Some(id) = self.ids.get(s) {
-            return *id;
-        }
-        let id = self.names.len() as u32;
-        self.names.push(s.to_string());
-        self.ids.insert(s.to_string(), id);
-        id
-    }
-
-    fn name(&self, id: u32) -> Option<&str> {
-        (id != NULL_ID).then(|| self.names[id as usize].as_str())
-    }
-
-    /// Global ids for the values of a dictionary column of one batch.
-    fn map_values(&mut self, dict: &DictionaryArray<Int32Type>) -> Vec<u32> {
-        let values = dict.values().as_string::<i32>();
-        (0..values.len()).map(|i| if values.is_null(i) { NULL_ID } else { self.id(values.value(i)) }).collect()
-    }
 }
 
 #[derive(Hash, PartialEq, Eq, Clone, Copy)]
@@ -184,9 +156,9 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule) -> Result<IdleScan, Id
             }
             rows += 1;
             let key = Key {
-                gpu: gpu_ids[cols.gpu.keys().value(i) as usize],
+                gpu: row_id(&cols.gpu, &gpu_ids, i),
                 gi: if cols.gi.is_null(i) { -1 } else { cols.gi.value(i) },
-                ns: if cols.ns.is_null(i) { NULL_ID } else { ns_ids[cols.ns.keys().value(i) as usize] },
+                ns: row_id(&cols.ns, &ns_ids, i),
                 pod,
             };
             let h = match cached {
@@ -270,24 +242,11 @@ struct Columns<'a> {
 
 impl<'a> Columns<'a> {
     fn of(b: &'a RecordBatch, path: &str) -> Result<Columns<'a>, IdleScanError> {
-        fn col<'b>(b: &'b RecordBatch, path: &str, name: &'static str) -> Result<&'b ArrayRef, IdleScanError> {
-            b.column_by_name(name).ok_or_else(|| IdleScanError::Column { path: path.into(), column: name, detail: "missing".into() })
-        }
         fn typed<'b, T: 'static>(b: &'b RecordBatch, path: &str, name: &'static str) -> Result<&'b T, IdleScanError> {
-            col(b, path, name)?.as_any().downcast_ref::<T>().ok_or_else(|| IdleScanError::Column {
-                path: path.into(),
-                column: name,
-                detail: format!("unexpected type {}", col(b, path, name).map(|c| c.data_type().to_string()).unwrap_or_default()),
-            })
+            typed_column(b, name).map_err(|detail| IdleScanError::Column { path: path.into(), column: name, detail })
         }
         fn dict(b: &RecordBatch, path: &str, name: &'static str) -> Result<DictionaryArray<Int32Type>, IdleScanError> {
-            let c = col(b, path, name)?;
-            let c = if c.data_type() == &label_type() {
-                c.clone()
-            } else {
-                arrow::compute::cast(c, &label_type()).map_err(|e| IdleScanError::Column { path: path.into(), column: name, detail: e.to_string() })?
-            };
-            Ok(c.as_dictionary::<Int32Type>().clone())
+            label_column(b, name).map_err(|detail| IdleScanError::Column { path: path.into(), column: name, detail })
         }
         Ok(Columns {
             ts: typed(b, path, "ts")?,
