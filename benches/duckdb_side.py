@@ -6,6 +6,7 @@ rewritten here: DataFusion's date_bin is DuckDB's time_bucket, and CAST(<timesta
 (milliseconds in DataFusion) is epoch_ms(<timestamp>) in DuckDB.
 
 Usage: duckdb_side.py --lake LAKE --tables DIR --queries DIR --from T --to T [--repeat N] [--threads N]
+                      [--buckets-from rollups|samples]
 Prints one JSON object: {"<query>": {"secs": [...], "rows": N}, ...} plus "peak_rss_kib".
 """
 import argparse
@@ -79,6 +80,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--only", default="")
+    ap.add_argument("--buckets-from", choices=["rollups", "samples"], default="rollups",
+                    help="the chargeback's 15-minute sums: the lake's stored rollups, or a GROUP BY over every sample")
     a = ap.parse_args()
 
     con = duckdb.connect()
@@ -91,6 +94,11 @@ def main():
         con.execute(
             f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{a.lake}/{t}/*/*.parquet', hive_partitioning = true, hive_types = {{'date': VARCHAR}})"
         )
+    if a.buckets_from == "rollups":
+        con.execute(
+            f"CREATE VIEW gpu_buckets_rollup AS SELECT * FROM read_parquet('{a.lake}/_rollups/gpu_buckets/*/*.parquet', hive_partitioning = true, hive_types = {{'date': VARCHAR}})"
+        )
+        PEER_SQL["gpu_buckets"] = os.path.join(BENCH_SQL, "gpu_buckets_rollup.sql")
     for t in ["gpu_prices", "cpu_prices", "memory_prices", "power_tariff", "calendar", "teams"]:
         con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{a.tables}/{t}.parquet')")
 
@@ -101,7 +109,7 @@ def main():
 
     # The rollups, grouped as the reports run them. chargeback's step 2 reads step 1's result.
     rollups = {
-        "chargeback": ["gpu_buckets", "chargeback_grain", "chargeback", "cluster_totals"],
+        "chargeback": ["gpu_buckets", "chargeback_grain", "chargeback", "cluster_totals", "cluster_gpus"],
         "idle": ["idle_pods", "idle_unallocated", "idle_zombie"],
         "queue": ["queue_waits", "queue_pending"],
     }

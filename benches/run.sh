@@ -8,6 +8,7 @@
 #
 #   bash benches/run.sh                 # the full run: 1,024 GPUs x 30 days (88 M GPU rows)
 #   BENCH_GPUS=256 BENCH_DAYS=7 bash benches/run.sh   # a quicker look
+#   BENCH_PROM_GPUS / BENCH_PROM_GPUS2 / BENCH_PROM_DAYS: the two PromQL slices (64 and 128 GPUs x 7 days)
 #
 # Needs: cargo, python3 (venv), prometheus + promtool (Debian's prometheus package), about
 # 20 GB of free disk under BENCH_DIR (default /tmp/gpuledger-bench).
@@ -62,6 +63,17 @@ if [ ! -f "$LAKE/.done-$GPUS-$DAYS" ]; then
   echo "{\"secs\": $(secs_since "$t0")}" > "$R/simulate.json"
   touch "$LAKE/.done-$GPUS-$DAYS"
 fi
+# The 15-minute rollups are written with each day file; time writing all of them again (what
+# simulate / collect spent on them), and keep a copy of the lake without them (hard links) for
+# the chargeback from the samples.
+log "rewriting the month's rollups (gpuledger rollup --force)"
+t0=$(date +%s.%N)
+"$G" --progress never --lake "$LAKE/lake" rollup --force > "$R/rollup.log" 2>&1
+echo "{\"secs\": $(secs_since "$t0")}" > "$R/rollup.json"
+du -sb "$LAKE/lake/_rollups" | cut -f1 > "$R/rollup_bytes.txt"
+SAMPLES_LAKE="$WORK/month-samples/lake"
+rm -rf "$WORK/month-samples" && mkdir -p "$WORK/month-samples"
+cp -al "$LAKE/lake" "$SAMPLES_LAKE" && rm -rf "$SAMPLES_LAKE/_rollups"
 FROM="${START}T00:00:00Z"
 TO=$(python3 -c "import datetime as d; print((d.date.fromisoformat('$START')+d.timedelta(days=$DAYS)).isoformat()+'T00:00:00Z')")
 "$G" --lake "$LAKE/lake" query "SELECT count(*) AS rows FROM gpu_samples" --format json > "$R/rows.json"
@@ -77,16 +89,20 @@ done
 # 2. gpuledger vs DuckDB on the month, cold file cache then warm.
 for side in gpuledger duckdb; do
   for cache in cold warm; do
-    for report in chargeback idle queue; do
+    for report in chargeback chargeback_samples idle queue; do
+      # chargeback: the 15-minute sums from the lake's rollups (both sides read the same files);
+      # chargeback_samples: from every sample (the lake without its rollups; DuckDB's GROUP BY).
+      lake="$LAKE/lake"; only=$report; from=rollups
+      [ "$report" = chargeback_samples ] && { lake="$SAMPLES_LAKE"; only=chargeback; from=samples; }
       [ "$cache" = cold ] && dropped=$(drop_caches) || dropped=n/a
       reps=$REPEAT; [ "$cache" = cold ] && reps=1
       log "$side $report ($cache cache)"
       # A side that fails (out of memory, say) is recorded as failed, and the run goes on.
       if [ "$side" = gpuledger ]; then
-        GPULEDGER_BENCH_LAKE="$LAKE/lake" GPULEDGER_BENCH_FROM="$FROM" GPULEDGER_BENCH_TO="$TO" GPULEDGER_BENCH_REPEAT=$reps GPULEDGER_BENCH_ONLY=$report \
+        GPULEDGER_BENCH_LAKE="$lake" GPULEDGER_BENCH_FROM="$FROM" GPULEDGER_BENCH_TO="$TO" GPULEDGER_BENCH_REPEAT=$reps GPULEDGER_BENCH_ONLY=$only \
           RUST_BACKTRACE=0 "$BENCH_BIN" > "$R/$side-$report-$cache.json" 2> "$R/$side-$report-$cache.err" || failed "$R/$side-$report-$cache"
       else
-        "$PY" benches/duckdb_side.py --lake "$LAKE/lake" --tables "$WORK/tables" --queries queries --from "$FROM" --to "$TO" --repeat $reps --only $report \
+        "$PY" benches/duckdb_side.py --lake "$lake" --tables "$WORK/tables" --queries queries --from "$FROM" --to "$TO" --repeat $reps --only $only --buckets-from $from \
           > "$R/$side-$report-$cache.json" 2> "$R/$side-$report-$cache.err" || failed "$R/$side-$report-$cache"
       fi
       echo "$dropped" > "$R/$side-$report-$cache.dropped"
@@ -99,44 +115,53 @@ for report in chargeback idle queue; do
     || echo "failed: $(grep -m1 -o 'error: .*' "$R/cli-$report.err" | cut -c1-200)" >> "$R/cli-$report.time"
 done
 
-# 3. The PromQL slice: the same simulator, smaller, into Prometheus with promtool.
-SLICE="$WORK/slice"
+# 3. PromQL on slices: the same simulator, smaller, into Prometheus with promtool; two sizes,
+# to measure how PromQL's time grows with the samples it reads.
+PORT=${BENCH_PROM_PORT:-19590}
 PFROM="${PROM_START}T00:00:00Z"
 PTO=$(python3 -c "import datetime as d; print((d.date.fromisoformat('$PROM_START')+d.timedelta(days=$PROM_DAYS)).isoformat()+'T00:00:00Z')")
-if [ ! -f "$SLICE/.done-$PROM_GPUS-$PROM_DAYS" ]; then
-  rm -rf "$SLICE"
-  log "simulating the PromQL slice: $PROM_GPUS GPUs x $PROM_DAYS days, with OpenMetrics"
-  "$G" --progress never simulate --out "$SLICE" --gpus "$PROM_GPUS" --days "$PROM_DAYS" --start "$PROM_START" --step 30 --openmetrics "$SLICE/history.om" 2> "$R/slice-simulate.log"
-  # The DCGM families alone, for the storage comparison (same samples as gpu_samples' values).
-  grep -E '^(# (HELP|TYPE) )?DCGM_' "$SLICE/history.om" > "$SLICE/dcgm.om"; echo '# EOF' >> "$SLICE/dcgm.om"
-  # Only the DCGM families: they are what the chargeback asks of Prometheus, and promtool backfills
-  # about 35k samples/s here (the slice's kube-state-metrics series would add 7x as many samples).
-  # Blocks as long as the slice, as Prometheus' compaction would make them.
-  log "promtool: backfilling the slice's DCGM series"
-  t0=$(date +%s.%N)
-  promtool tsdb create-blocks-from openmetrics --max-block-duration="$((PROM_DAYS * 24))h" "$SLICE/dcgm.om" "$SLICE/tsdb" > "$R/promtool.log" 2>&1
-  echo "{\"secs\": $(secs_since "$t0")}" > "$R/promtool.json"
-  rm -f "$SLICE/history.om"
-  touch "$SLICE/.done-$PROM_GPUS-$PROM_DAYS"
-fi
-grep -v '^#' "$SLICE/dcgm.om" | wc -l > "$R/dcgm_samples.txt"
-du -sb "$SLICE/tsdb" | cut -f1 > "$R/tsdb_dcgm_bytes.txt"
-"$G" --lake "$SLICE/lake" query "SELECT count(*) AS rows FROM gpu_samples" --format json > "$R/slice_rows.json"
-du -sb "$SLICE/lake/gpu_samples" | cut -f1 > "$R/slice_gpu_bytes.txt"
-
-PORT=${BENCH_PROM_PORT:-19590}
-prometheus --storage.tsdb.path="$SLICE/tsdb" --web.listen-address="127.0.0.1:$PORT" --storage.tsdb.retention.time=100y \
-  --config.file=<(echo 'global: {scrape_interval: 1h}') --query.timeout=30m --query.max-samples=2000000000 > "$WORK/prometheus.log" 2>&1 &
-PROM_PID=$!
-trap 'kill $PROM_PID 2>/dev/null || true' EXIT
-for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$PORT/-/ready" > /dev/null && break; sleep 1; done
-log "PromQL on the slice"
-"$PY" benches/promql_side.py --url "http://127.0.0.1:$PORT" --from "$PFROM" --to "$PTO" --repeat "$REPEAT" > "$R/promql.json"
-PROM_RSS=$(ps -o rss= -p $PROM_PID | tr -d ' ')
-echo "$PROM_RSS" > "$R/prometheus_rss_kib.txt"
-log "gpuledger on the slice"
-GPULEDGER_BENCH_LAKE="$SLICE/lake" GPULEDGER_BENCH_FROM="$PFROM" GPULEDGER_BENCH_TO="$PTO" GPULEDGER_BENCH_REPEAT=$REPEAT GPULEDGER_BENCH_ONLY=chargeback \
-  "$BENCH_BIN" > "$R/gpuledger-slice-chargeback.json"
+PROM_PID=
+trap '[ -n "$PROM_PID" ] && kill $PROM_PID 2>/dev/null || true' EXIT
+# prom_slice GPUS: builds (once) and loads the slice of GPUS GPUs x PROM_DAYS days, starts
+# Prometheus on it (PROM_PID, left running), times PromQL and gpuledger's chargeback on it.
+prom_slice() {
+  local gpus=$1 tag="$1-$PROM_DAYS" slice="$WORK/slice-$1-$PROM_DAYS"
+  if [ ! -f "$slice/.done-$tag" ]; then
+    rm -rf "$slice"
+    log "simulating the PromQL slice: $gpus GPUs x $PROM_DAYS days, with OpenMetrics"
+    "$G" --progress never simulate --out "$slice" --gpus "$gpus" --days "$PROM_DAYS" --start "$PROM_START" --step 30 --openmetrics "$slice/history.om" 2> "$R/slice-$tag-simulate.log"
+    # The DCGM families alone, for the storage comparison (same samples as gpu_samples' values).
+    grep -E '^(# (HELP|TYPE) )?DCGM_' "$slice/history.om" > "$slice/dcgm.om"; echo '# EOF' >> "$slice/dcgm.om"
+    rm -f "$slice/history.om"
+    # Only the DCGM families: they are what the chargeback asks of Prometheus (the slice's
+    # kube-state-metrics series would add 7x as many samples). Blocks as long as the slice, as
+    # Prometheus' compaction would make them.
+    log "promtool: backfilling the slice's DCGM series"
+    t0=$(date +%s.%N)
+    promtool tsdb create-blocks-from openmetrics --max-block-duration="$((PROM_DAYS * 24))h" "$slice/dcgm.om" "$slice/tsdb" > "$R/promtool-$tag.log" 2>&1
+    echo "{\"secs\": $(secs_since "$t0")}" > "$R/promtool-$tag.json"
+    touch "$slice/.done-$tag"
+  fi
+  grep -v '^#' "$slice/dcgm.om" | wc -l > "$R/dcgm_samples-$tag.txt"
+  du -sb "$slice/tsdb" | cut -f1 > "$R/tsdb_dcgm_bytes-$tag.txt"
+  "$G" --progress never --lake "$slice/lake" rollup > /dev/null
+  "$G" --lake "$slice/lake" query "SELECT count(*) AS rows FROM gpu_samples" --format json > "$R/slice_rows-$tag.json"
+  du -sb "$slice/lake/gpu_samples" | cut -f1 > "$R/slice_gpu_bytes-$tag.txt"
+  prometheus --storage.tsdb.path="$slice/tsdb" --web.listen-address="127.0.0.1:$PORT" --storage.tsdb.retention.time=100y \
+    --config.file=<(echo 'global: {scrape_interval: 1h}') --query.timeout=30m --query.max-samples=2000000000 > "$WORK/prometheus.log" 2>&1 &
+  PROM_PID=$!
+  for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$PORT/-/ready" > /dev/null && break; sleep 1; done
+  log "PromQL on the $tag slice"
+  "$PY" benches/promql_side.py --url "http://127.0.0.1:$PORT" --from "$PFROM" --to "$PTO" --repeat "$REPEAT" > "$R/promql-$tag.json"
+  ps -o rss= -p $PROM_PID | tr -d ' ' > "$R/prometheus_rss_kib-$tag.txt"
+  log "gpuledger on the $tag slice"
+  GPULEDGER_BENCH_LAKE="$slice/lake" GPULEDGER_BENCH_FROM="$PFROM" GPULEDGER_BENCH_TO="$PTO" GPULEDGER_BENCH_REPEAT=$REPEAT GPULEDGER_BENCH_ONLY=chargeback \
+    "$BENCH_BIN" > "$R/gpuledger-slice-$tag-chargeback.json"
+}
+PROM_GPUS2=${BENCH_PROM_GPUS2:-$((PROM_GPUS * 2))}
+prom_slice "$PROM_GPUS2"
+kill $PROM_PID; wait $PROM_PID 2>/dev/null || true
+prom_slice "$PROM_GPUS"
 
 # 4. The collector against that Prometheus (DCGM series only): samples per second by chunk size
 # and concurrency.
@@ -157,5 +182,5 @@ done
 kill $PROM_PID 2>/dev/null || true
 
 # 5. The report.
-python3 benches/report.py --results "$R" --gpus "$GPUS" --days "$DAYS" --prom-gpus "$PROM_GPUS" --prom-days "$PROM_DAYS" > docs/benchmarks.md
+python3 benches/report.py --results "$R" --gpus "$GPUS" --days "$DAYS" --prom-gpus "$PROM_GPUS" --prom-gpus2 "$PROM_GPUS2" --prom-days "$PROM_DAYS" > docs/benchmarks.md
 log "wrote docs/benchmarks.md"

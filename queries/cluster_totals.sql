@@ -1,14 +1,12 @@
--- Cluster totals for the window [$1, $2), scanned independently of any namespace grouping:
--- the right-hand side of the chargeback's conservation line.
---   $1, $2  window start and end (TIMESTAMP, UTC); $3, $4  first and last `date` partition
+-- Cluster totals of the GPU rows in one piece of the window: the right-hand side of the
+-- chargeback's conservation line. It reads `gpu_buckets` (the rows summed per 15-minute bucket,
+-- from the lake's rollups or a pass over the samples: src/report/gpu_buckets.rs), the same
+-- table `chargeback_grain.sql` prices, but with no price join and no grouping, so a join that
+-- drops or duplicates rows, here or in `chargeback.sql`, shows as a mismatch. Each bucket row
+-- stands for `n` GPU rows with the same share and step, so n x the rounded per-row value is
+-- the sum of the per-row values.
 SELECT
-  COALESCE(SUM(CAST(ROUND(share * step_s * 1000000) AS BIGINT)), 0)    AS gpu_us,
-  COALESCE(SUM(CAST(ROUND(COALESCE(energy_j, 0) * 1000) AS BIGINT)), 0) AS energy_mj,
-  COUNT(*)                                                             AS rows,
-  -- The GPUs seen in the window, from the small inventory table (a distinct count over every
-  -- GPU row costs a third of this query at a month of 1,024 GPUs).
-  (SELECT COUNT(DISTINCT n.gpu_uuid) FROM nodes n
-    WHERE n.date >= $3 AND n.date <= $4 AND n.first_seen < $2 AND n.last_seen >= $1) AS gpus
-FROM gpu_samples
-WHERE date >= $3 AND date <= $4
-  AND ts >= $1 AND ts < $2
+  COALESCE(SUM(n * CAST(ROUND(share * step_s * 1000000) AS BIGINT)), 0) AS gpu_us,
+  COALESCE(SUM(energy_mj), 0)                                          AS energy_mj,
+  COALESCE(SUM(n), 0)                                                  AS rows
+FROM gpu_buckets

@@ -72,6 +72,22 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
         }
     }
     out.push(finding(Status::Ok, "lake", format!("{}: {}", root.display(), described.join("; "))));
+    let days = lake.dates(Table::GpuSamples).unwrap_or_default();
+    if !days.is_empty() {
+        let behind: Vec<_> = days.iter().filter(|d| !crate::lake::rollup::is_current(lake, **d, &lake.partition_file(Table::GpuSamples, **d))).collect();
+        out.push(match behind.as_slice() {
+            [] => finding(Status::Ok, "rollups", format!("all {} gpu_samples days have a current 15-minute rollup", days.len())),
+            [first, ..] => finding(
+                Status::Warn,
+                "rollups",
+                format!(
+                    "{} of {} gpu_samples days (from {first}) have no current 15-minute rollup: reports read their samples (same result, slower); `gpuledger rollup` writes them",
+                    behind.len(),
+                    days.len()
+                ),
+            ),
+        });
+    }
     match crate::collect::state::Checkpoints::load(root) {
         Ok(c) if c.sources.is_empty() => out.push(finding(Status::Ok, "checkpoints", "none yet (the first collect starts prometheus.initial_days back)")),
         Ok(c) => out.push(finding(Status::Ok, "checkpoints", c.sources.iter().map(|(k, v)| format!("{k} at {v}")).collect::<Vec<_>>().join(", "))),

@@ -54,6 +54,10 @@ pub enum Command {
     Tables,
     /// Validate the config and reach every configured source; say what is wrong and where.
     Check,
+    /// Bring the lake's 15-minute rollups of gpu_samples up to date (lakes written before
+    /// rollups, or a crash between a day's samples and its rollup); reports read raw samples
+    /// for days without one, so this only makes them faster.
+    Rollup(RollupArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -91,6 +95,19 @@ pub struct DemoArgs {
     pub gpus: usize,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RollupArgs {
+    /// First day (YYYY-MM-DD, UTC); default: the lake's first.
+    #[arg(long)]
+    pub from: Option<chrono::NaiveDate>,
+    /// Last day, inclusive (YYYY-MM-DD, UTC); default: the lake's last.
+    #[arg(long)]
+    pub to: Option<chrono::NaiveDate>,
+    /// Rewrite every day's rollup, current or not.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -10,7 +10,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::adhoc;
 use crate::check;
-use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, RunArgs, SimulateArgs, WindowArgs};
+use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, RollupArgs, RunArgs, SimulateArgs, WindowArgs};
 use crate::cronjob;
 use crate::exit::UsageError;
 use crate::config::Config;
@@ -95,6 +95,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Query(args) => runtime.block_on(query(&ctx, args)),
         Command::Tables => runtime.block_on(tables(&ctx)),
         Command::Check => runtime.block_on(check_cmd(&ctx)),
+        Command::Rollup(args) => rollup_cmd(&ctx, &args),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "gpuledger", &mut std::io::stdout());
@@ -387,6 +388,32 @@ async fn run_cmd(ctx: &Context_, args: RunArgs) -> Result<()> {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+fn rollup_cmd(ctx: &Context_, args: &RollupArgs) -> Result<()> {
+    use crate::lake::{rollup, Table};
+    let days = ctx.lake.dates(Table::GpuSamples).with_context(|| format!("listing {}", ctx.lake.table_dir(Table::GpuSamples).display()))?;
+    let (Some(first_day), Some(last_day)) = (days.first().copied(), days.last().copied()) else {
+        println!("no gpu_samples days in {}: nothing to roll up", ctx.lake.root().display());
+        return Ok(());
+    };
+    let (first, last) = (args.from.unwrap_or(first_day), args.to.unwrap_or(last_day));
+    if first > last {
+        return Err(UsageError(format!("--from {first} is after --to {last}")).into());
+    }
+    let _lock = crate::collect::state::LakeLock::acquire(ctx.lake.root(), "rollup")?;
+    let in_range = days.iter().filter(|d| **d >= first && **d <= last).count();
+    let progress = Progress::new(ctx.progress, "rollup days", in_range as u64);
+    let t = Instant::now();
+    let done = rollup::refresh(&ctx.lake, first, last, args.force, |d| progress.inc(&d.to_string()))?;
+    progress.finish();
+    println!(
+        "rollups {first} to {last}: {} written, {} already current ({:.1}s)",
+        done.written.len(),
+        done.current,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 async fn check_cmd(ctx: &Context_) -> Result<()> {

@@ -9,6 +9,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback", include_str!("../queries/chargeback.sql")),
     ("namespace_owners", include_str!("../queries/namespace_owners.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
+    ("cluster_gpus", include_str!("../queries/cluster_gpus.sql")),
     ("completeness", include_str!("../queries/completeness.sql")),
     ("gaps", include_str!("../queries/gaps.sql")),
     ("events", include_str!("../queries/events.sql")),

@@ -3,8 +3,9 @@
 //! - the idle report's run detection (`src/report/idle_runs.rs` + `queries/idle_pods.sql`) vs
 //!   `benches/sql/idle_pods_windowed.sql` (gaps and islands with window functions over every
 //!   row; at this size it fits in memory, at a month of 1,024 GPUs it does not);
-//! - the chargeback's per-bucket sums (`src/report/gpu_buckets.rs`) vs
-//!   `benches/sql/gpu_buckets.sql` (a GROUP BY over every row).
+//! - the chargeback's per-bucket sums (`src/report/gpu_buckets.rs`, from the stored rollups or
+//!   the samples) vs `benches/sql/gpu_buckets.sql` (a GROUP BY over every row), and the rule
+//!   that a rollup is used only while it matches its day's samples.
 //! The SQL forms are independent formulations (DataFusion's operators, not the passes' loops).
 
 mod common;
@@ -15,7 +16,7 @@ use chrono::{TimeZone, Utc};
 use datafusion::common::ScalarValue;
 use gpuledger::config::Config;
 use gpuledger::engine::{run_query, SessionBuilder};
-use gpuledger::lake::{write_partition, Lake, Table};
+use gpuledger::lake::{rollup, write_partition, Lake, Table};
 use gpuledger::queries::Queries;
 use gpuledger::report::columns::window_params;
 use gpuledger::report::idle::pod_idle;
@@ -120,6 +121,37 @@ fn a_file_out_of_time_order_is_refused_by_name() {
     assert!(scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }).unwrap().rows > 0);
 }
 
+/// `benches/sql/gpu_buckets.sql` over `window`: the rows as text, sorted.
+fn sql_buckets(rt: &tokio::runtime::Runtime, lake: &Lake, window: &Window) -> Vec<String> {
+    let sql = std::fs::read_to_string(common::repo_root().join("benches/sql/gpu_buckets.sql")).unwrap();
+    let want = rt.block_on(async {
+        let ctx = SessionBuilder::default().build(lake, &Config::default()).await.unwrap();
+        // The SQL's bucket is date_bin's (nanoseconds): compare at the pass's millisecond type.
+        let wrapped = format!("SELECT namespace, node, gpu_model, mig_profile, CAST(bucket AS TIMESTAMP(3)) AS bucket, share, step_s, n, energy_mj, util_gpu_us FROM ({sql})");
+        run_query(&ctx, "gpu_buckets.sql", &wrapped, window_params(window)).await.unwrap()
+    });
+    rows(&want).into_iter().map(|r| r.replace("T", " ")).collect()
+}
+
+fn pass_rows(got: &gpu_buckets::GpuBuckets) -> Vec<String> {
+    rows(&got.batches).into_iter().map(|r| r.replace("T", " ").replace("Z", "")).collect()
+}
+
+fn assert_same(want: &[String], got: &[String], what: &str) {
+    assert!(want.len() > 500, "{what}: only {} buckets", want.len());
+    assert_eq!(want.len(), got.len(), "{what}: groups");
+    for (w, g) in want.iter().zip(got) {
+        assert_eq!(w, g, "{what}: SQL vs pass");
+    }
+}
+
+fn day(d: u32) -> chrono::NaiveDate {
+    chrono::NaiveDate::from_ymd_opt(2026, 10, d).unwrap()
+}
+
+/// A window cutting the first day inside a bucket (samples read) and ending on a bucket edge
+/// inside the last (that day's rollup, cut): equal to the GROUP BY over every row, whatever the
+/// threads, and again with the rollups gone (every day from its samples).
 #[test]
 fn bucket_pass_equals_the_group_by() {
     let tmp = tempfile::tempdir().unwrap();
@@ -129,22 +161,87 @@ fn bucket_pass_equals_the_group_by() {
     );
     let lake = Lake::new(tmp.path().join("s/lake"));
     let window = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 5, 7, 30).unwrap(), Utc.with_ymd_and_hms(2026, 10, 3, 20, 0, 0).unwrap()).unwrap();
-    let sql = std::fs::read_to_string(common::repo_root().join("benches/sql/gpu_buckets.sql")).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let want = rt.block_on(async {
-        let ctx = SessionBuilder::default().build(&lake, &Config::default()).await.unwrap();
-        // The SQL's bucket is date_bin's (nanoseconds): compare at the pass's millisecond type.
-        let wrapped = format!("SELECT namespace, node, gpu_model, mig_profile, CAST(bucket AS TIMESTAMP(3)) AS bucket, share, step_s, n, energy_mj, util_gpu_us FROM ({sql})");
-        run_query(&ctx, "gpu_buckets.sql", &wrapped, window_params(&window)).await.unwrap()
-    });
-    let want = rows(&want).into_iter().map(|r| r.replace("T", " ")).collect::<Vec<_>>();
+    let want = sql_buckets(&rt, &lake, &window);
     for threads in [1, 3] {
         let got = gpu_buckets::scan(&lake, &window, threads).unwrap();
-        let got = rows(&[got.batch]).into_iter().map(|r| r.replace("T", " ").replace("Z", "")).collect::<Vec<_>>();
-        assert!(want.len() > 1000, "buckets: {}", want.len());
-        assert_eq!(want.len(), got.len(), "{threads} threads: groups");
-        for (w, g) in want.iter().zip(&got) {
-            assert_eq!(w, g, "{threads} threads: SQL vs pass");
-        }
+        assert_eq!((got.rollup_days, got.scanned_days.clone()), (2, vec![day(1)]), "days 2 and 3 from rollups");
+        assert_same(&want, &pass_rows(&got), &format!("{threads} threads"));
     }
+    std::fs::remove_dir_all(lake.root().join(rollup::DIR)).unwrap();
+    let got = gpu_buckets::scan(&lake, &window, 2).unwrap();
+    assert_eq!((got.rollup_days, got.scanned_days.len()), (0, 3));
+    assert_same(&want, &pass_rows(&got), "without rollups");
+}
+
+/// A rollup is used only while it matches the day's samples: one copied from another day, or
+/// left beside samples rewritten by something other than the writer, is passed over (and the
+/// day's samples read); the writer replaces a day's rollup with its samples; `gpuledger rollup`
+/// brings missing and stale ones back, and leaves current ones alone.
+#[test]
+fn a_rollup_is_used_only_while_it_matches_its_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    common::run_ok(tmp.path(), &["simulate", "--out", "s", "--gpus", "24", "--days", "3", "--seed", "5", "--start", "2026-10-01", "--time-sliced", "2"]);
+    let lake = Lake::new(tmp.path().join("s/lake"));
+    let window = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 0, 0, 0).unwrap(), Utc.with_ymd_and_hms(2026, 10, 4, 0, 0, 0).unwrap()).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let scan_all = || gpu_buckets::scan(&lake, &window, 2).unwrap();
+    assert_eq!((scan_all().rollup_days, scan_all().scanned_days.len()), (3, 0), "simulate writes every day's rollup");
+
+    // Day 1's rollup copied over day 2's: same format, another source.
+    std::fs::copy(rollup::file(&lake, day(1)), rollup::file(&lake, day(2))).unwrap();
+    let got = scan_all();
+    assert_eq!((got.rollup_days, got.scanned_days.clone()), (2, vec![day(2)]));
+    assert_same(&sql_buckets(&rt, &lake, &window), &pass_rows(&got), "a copied rollup");
+
+    // Day 3's samples cut to their first half by a plain Parquet writer, not the lake's.
+    let batch = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day(3)).unwrap().unwrap();
+    let half = batch.slice(0, batch.num_rows() / 2);
+    let file = std::fs::File::create(lake.partition_file(Table::GpuSamples, day(3))).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, half.schema(), None).unwrap();
+    w.write(&half).unwrap();
+    w.close().unwrap();
+    let got = scan_all();
+    assert_eq!((got.rollup_days, got.scanned_days.clone()), (1, vec![day(2), day(3)]));
+    let want = sql_buckets(&rt, &lake, &window);
+    assert_same(&want, &pass_rows(&got), "samples rewritten behind the writer's back");
+    let day_rows = |d| gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day(d)).unwrap().unwrap().num_rows();
+    assert_eq!(got.rows as usize, day_rows(1) + day_rows(2) + half.num_rows(), "rows summed: two whole days and half of one");
+
+    // `gpuledger rollup` rewrites the two, then finds all three current.
+    let lake_arg = lake.root().to_str().unwrap();
+    let out = common::stdout(&common::run_ok(tmp.path(), &["--lake", lake_arg, "rollup"]));
+    assert!(out.contains("2 written, 1 already current"), "{out}");
+    let got = scan_all();
+    assert_eq!((got.rollup_days, got.scanned_days.len()), (3, 0));
+    assert_same(&want, &pass_rows(&got), "after gpuledger rollup");
+    let out = common::stdout(&common::run_ok(tmp.path(), &["--lake", lake_arg, "rollup"]));
+    assert!(out.contains("0 written, 3 already current"), "{out}");
+
+    // Through the writer, a day's samples and rollup change together.
+    let first = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day(1)).unwrap().unwrap();
+    let quarter = first.slice(0, first.num_rows() / 4);
+    write_partition(&lake, Table::GpuSamples, day(1), &quarter).unwrap();
+    let got = scan_all();
+    assert_eq!((got.rollup_days, got.scanned_days.len()), (3, 0));
+    assert_same(&sql_buckets(&rt, &lake, &window), &pass_rows(&got), "a day rewritten by the writer");
+}
+
+/// The chargeback's files are the same bytes priced from the rollups and from the samples.
+#[test]
+fn the_chargeback_is_the_same_from_rollups_and_from_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    common::run_ok(tmp.path(), &["simulate", "--out", "s", "--gpus", "32", "--days", "3", "--seed", "6", "--start", "2026-10-01", "--time-sliced", "2"]);
+    let lake = tmp.path().join("s/lake");
+    let lake_arg = lake.to_str().unwrap();
+    let report = |out: &str| {
+        common::run_ok(tmp.path(), &["--lake", lake_arg, "report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-03T18:00:00Z", "--format", "json", "-o", out]);
+        std::fs::read(tmp.path().join(out)).unwrap()
+    };
+    let from_rollups = report("rollups.json");
+    std::fs::remove_dir_all(lake.join(rollup::DIR)).unwrap();
+    let from_samples = report("samples.json");
+    // (A conservation mismatch fails the report, so both runs also conserved.)
+    assert!(String::from_utf8_lossy(&from_samples).contains("gpu_hours_conserved"), "{}", String::from_utf8_lossy(&from_samples));
+    assert_eq!(String::from_utf8_lossy(&from_rollups), String::from_utf8_lossy(&from_samples));
 }

@@ -65,16 +65,27 @@ impl Lake {
 
     /// Removes temp files left by a writer that was killed; returns how many it removed.
     pub fn clean_orphans(&self) -> io::Result<usize> {
-        let mut removed = 0;
+        let mut dirs = Vec::new();
         for table in Table::ALL {
-            for date in self.dates(table)? {
-                let dir = self.partition_dir(table, date);
-                for entry in fs::read_dir(&dir)? {
-                    let path = entry?.path();
-                    if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
-                        fs::remove_file(&path)?;
-                        removed += 1;
-                    }
+            dirs.extend(self.dates(table)?.into_iter().map(|d| self.partition_dir(table, d)));
+        }
+        let rollups = super::rollup::dir(self);
+        match fs::read_dir(&rollups) {
+            Ok(entries) => {
+                for entry in entries {
+                    dirs.push(entry?.path());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let mut removed = 0;
+        for dir in dirs.into_iter().filter(|d| d.is_dir()) {
+            for entry in fs::read_dir(&dir)? {
+                let path = entry?.path();
+                if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
+                    fs::remove_file(&path)?;
+                    removed += 1;
                 }
             }
         }

@@ -1,11 +1,14 @@
 //! The Parquet lake: one explicit schema per table (`schema`), the on-disk layout
-//! (`layout`) and the atomic writer (`writer`).
+//! (`layout`), the atomic writer (`writer`) and the 15-minute rollup it keeps of
+//! `gpu_samples` (`buckets`, `rollup`).
 
+pub mod buckets;
 pub mod import;
 pub mod intern;
 pub mod layout;
 pub mod quantize;
 pub mod reader;
+pub mod rollup;
 pub mod rows;
 pub mod scan;
 pub mod schema;

@@ -43,6 +43,8 @@ pub enum WriteError {
     Parquet { path: PathBuf, source: ParquetError },
     #[error("writing {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    #[error("gpu_samples rollup for {date}: {detail}")]
+    Rollup { date: NaiveDate, detail: String },
 }
 
 pub type Result<T, E = WriteError> = std::result::Result<T, E>;
@@ -79,8 +81,18 @@ pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &Recor
         let _ = fs::remove_file(&tmp_path);
     }
     result?;
+    // A day's rollup goes before its samples are replaced and comes back after: a crash in
+    // between leaves the day without one (priced from the samples), never a stale one.
+    let rolled_up = table == Table::GpuSamples;
+    if rolled_up {
+        let rollup_dir = super::rollup::partition_dir(lake, date);
+        super::rollup::remove(lake, date).map_err(|source| WriteError::Io { path: rollup_dir, source })?;
+    }
     fs::rename(&tmp_path, &final_path).map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
     sync_dir(&dir).map_err(|source| WriteError::Io { path: dir.clone(), source })?;
+    if rolled_up {
+        super::rollup::write(lake, date, &sorted, &final_path)?;
+    }
     Ok(final_path)
 }
 

@@ -176,28 +176,53 @@ fn step1_pieces(window: &Window) -> Vec<Window> {
 
 /// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
 pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
-    // Step 1: the one pass over gpu_samples (rows summed per 15-minute bucket), priced in SQL,
-    // a week at a time (its rows are per day, so the pieces only add up); step 2 reads the
-    // (small) result as a table.
+    // Step 1: gpu_samples summed per 15-minute bucket (the lake's rollups, or a pass over the
+    // samples of days without a current one), priced in SQL and totalled for the conservation
+    // line, a week at a time (its rows are per day, so the pieces only add up); step 2 reads
+    // the (small) priced result as a table.
     let t = std::time::Instant::now();
     let lake = crate::engine::session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan"))?;
     let threads = ctx.state().config().target_partitions();
     let mut schema = None;
     let mut grain = Vec::new();
+    // (GPU-us, mJ, rows) of the window, summed over the pieces by `cluster_totals.sql`.
+    let mut cluster = (0i64, 0i64, 0i64);
     for piece in step1_pieces(window) {
         let lake = lake.clone();
         let buckets = tokio::task::spawn_blocking(move || super::gpu_buckets::scan(&lake, &piece, threads))
             .await
             .map_err(|e| shape(format!("the GPU row pass stopped: {e}")))??;
-        tracing::debug!("gpu_buckets {}: {} rows into {} buckets", piece.label(), buckets.rows, buckets.batch.num_rows());
-        let table = datafusion::datasource::MemTable::try_new(buckets.batch.schema(), vec![vec![buckets.batch]]).map_err(|e| shape(e.to_string()))?;
+        tracing::debug!(
+            "gpu_buckets {}: {} rows into {} buckets ({} days from rollups, samples read for {:?})",
+            piece.label(),
+            buckets.rows,
+            buckets.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+            buckets.rollup_days,
+            buckets.scanned_days
+        );
+        // The day batches dealt round-robin over the session's partitions.
+        let mut partitions: Vec<Vec<arrow::array::RecordBatch>> = vec![Vec::new(); threads.max(1)];
+        for (i, b) in buckets.batches.into_iter().enumerate() {
+            partitions[i % threads.max(1)].push(b);
+        }
+        let table = datafusion::datasource::MemTable::try_new(super::gpu_buckets::schema(), partitions).map_err(|e| shape(e.to_string()))?;
         let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
         ctx.register_table(super::gpu_buckets::TABLE, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
         let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(&piece)).await;
+        let totals = match priced {
+            Ok(_) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
+            Err(_) => Ok(None),
+        };
         let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
         let (s, batches) = priced?;
         schema.get_or_insert(s);
         grain.extend(batches);
+        let totals = totals?.unwrap_or_default();
+        let t = totals.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
+        let one = |name| ints("cluster_totals", t, name).map(|v| v[0].unwrap_or(0));
+        cluster.0 += one("gpu_us")?;
+        cluster.1 += one("energy_mj")?;
+        cluster.2 += one("rows")?;
     }
     let schema = schema.ok_or_else(|| shape("an empty window"))?;
     let grain_rows: usize = grain.iter().map(|b| b.num_rows()).sum();
@@ -252,17 +277,17 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         }
     }
 
-    let totals = run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, window_params(window)).await?;
-    let t = totals.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
-    let one = |name| ints("cluster_totals", t, name).map(|v| v[0].unwrap_or(0));
+    let gpus = run_query(ctx, "cluster_gpus", &queries.get("cluster_gpus")?, window_params(window)).await?;
+    let g = gpus.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_gpus returned no row"))?;
+    let cluster_gpus = ints("cluster_gpus", g, "gpus")?[0].unwrap_or(0);
     Ok(Chargeback {
         window: *window,
         detail,
         owners,
-        cluster_gpu_us: one("gpu_us")?,
-        cluster_energy_mj: one("energy_mj")?,
-        cluster_rows: one("rows")?,
-        cluster_gpus: one("gpus")?,
+        cluster_gpu_us: cluster.0,
+        cluster_energy_mj: cluster.1,
+        cluster_rows: cluster.2,
+        cluster_gpus,
     })
 }
 

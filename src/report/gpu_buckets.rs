@@ -1,182 +1,102 @@
-//! The chargeback's first step: `gpu_samples` summed per 15-minute bucket, in one pass over
-//! the day files on every core.
+//! The chargeback's first step: `gpu_samples` in a window summed per 15-minute bucket
+//! (`lake::buckets`), from each day's stored rollup where it is current and covers the day's
+//! part of the window, else by one pass over the day's samples on every core.
 //!
-//! Pricing needs the rows only per namespace, node, GPU model, MIG profile and 15-minute bucket
-//! (prices change at UTC midnights, the tariff per bucket), plus the row's `share` and `step_s`
-//! so every per-row rounding can be redone exactly as `n x` the rounded value. As SQL
-//! (`benches/sql/gpu_buckets.sql`, which DuckDB runs in the benchmark and the tests check this
-//! pass against) that is a hash aggregate over every row with seven keys, four of them
+//! As SQL (`benches/sql/gpu_buckets.sql`, which DuckDB runs in the benchmark and the tests check
+//! this against) the pass is a hash aggregate over every row with seven keys, four of them
 //! dictionary-encoded strings: on a month of 1,024 GPUs (89 M rows) DataFusion spends most of the
-//! chargeback there. Here the labels are interned once per batch and the rows, sorted by GPU and
-//! time within a file, hit the same group about thirty times in a row, so the pass costs about
-//! what decoding the columns costs. `queries/chargeback_grain.sql` prices the result, handed in
-//! as the table `gpu_buckets`.
+//! chargeback there. The pass interns the labels once per batch, and the rows, sorted by GPU and
+//! time within a file, hit the same group about thirty times in a row, so it costs about what
+//! decoding the columns costs; a rollup costs a hundredth of that. `queries/chargeback_grain.sql`
+//! prices the result, handed in as the table `gpu_buckets`.
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Mutex;
 
-use arrow::array::{
-    Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
-    TimestampMillisecondArray,
-};
-use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
+use arrow::array::{Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use chrono::NaiveDate;
 
-use crate::lake::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
-use crate::lake::scan::{day_files, fold_files, ScanError};
-use crate::lake::schema::ts_type;
+use crate::lake::buckets::BucketSums;
+pub use crate::lake::buckets::{schema, BucketError, BUCKET_MS};
+use crate::lake::intern::Interner;
+use crate::lake::rollup::{self, Rollup};
+use crate::lake::scan::{day_files, fold_files};
 use crate::lake::{Lake, Table};
 use crate::timewin::Window;
 
 pub const TABLE: &str = "gpu_buckets";
-/// The bucket width: the tariff's grid.
-pub const BUCKET_MS: i64 = crate::tariff::BUCKET_MS;
 
-const COLUMNS: [&str; 9] = ["ts", "step_s", "node", "gpu_model", "mig_profile", "namespace", "share", "util_pct", "energy_j"];
-
-#[derive(Debug, thiserror::Error)]
-pub enum BucketError {
-    #[error(transparent)]
-    Scan(#[from] ScanError),
-    #[error("{path}: column {column}: {detail}")]
-    Column { path: String, column: &'static str, detail: String },
-}
-
-pub fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("namespace", DataType::Utf8, true),
-        Field::new("node", DataType::Utf8, false),
-        Field::new("gpu_model", DataType::Utf8, false),
-        Field::new("mig_profile", DataType::Utf8, true),
-        Field::new("bucket", ts_type(), false),
-        Field::new("share", DataType::Float64, false),
-        Field::new("step_s", DataType::Int32, false),
-        Field::new("n", DataType::Int64, false),
-        Field::new("energy_mj", DataType::Int64, false),
-        Field::new("util_gpu_us", DataType::Int64, false),
-    ]))
-}
-
-#[derive(Hash, PartialEq, Eq, Clone, Copy)]
-struct Key {
-    ns: u32,
-    node: u32,
-    model: u32,
-    profile: u32,
-    bucket: i64,
-    share: u64,
-    step_s: i32,
-}
-
-#[derive(Default, Clone, Copy)]
-struct Sums {
-    n: i64,
-    energy_mj: i64,
-    util_gpu_us: i64,
-}
-
-#[derive(Default)]
-struct Groups {
-    index: HashMap<Key, usize>,
-    keys: Vec<Key>,
-    sums: Vec<Sums>,
-    rows: u64,
-}
-
-/// The result: one row per group (`schema()`), and the GPU rows read.
+/// The result: the groups (`schema()`; per day, so a group never repeats), and where they came from.
 pub struct GpuBuckets {
-    pub batch: RecordBatch,
+    pub batches: Vec<RecordBatch>,
+    /// GPU rows summed (read from the samples, or counted by the rollups).
     pub rows: u64,
+    /// Days answered by their stored rollup.
+    pub rollup_days: usize,
+    /// Days whose samples were read: no current rollup, or a window edge inside a bucket.
+    pub scanned_days: Vec<NaiveDate>,
 }
 
-fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
-    label_column(b, name).map_err(|detail| BucketError::Column { path: path.display().to_string(), column: name, detail })
-}
-
-fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
-    typed_column(b, name).map_err(|detail| BucketError::Column { path: path.display().to_string(), column: name, detail })
-}
+const DAY_MS: i64 = 86_400_000;
 
 /// Sums `gpu_samples` rows in `window` per namespace, node, model, profile, bucket, share and step.
 pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, BucketError> {
     let (first, last) = window.date_bounds();
     let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
-    let files = day_files(lake, Table::GpuSamples, first, last)?;
-    let strings = Mutex::new(Interner::default());
-    let parts = fold_files(&files, &COLUMNS, threads, Groups::default, |g: &mut Groups, path: &Path, b: RecordBatch| {
-        let (node, model, profile, ns) = (dict(&b, path, "node")?, dict(&b, path, "gpu_model")?, dict(&b, path, "mig_profile")?, dict(&b, path, "namespace")?);
-        let (node_ids, model_ids, profile_ids, ns_ids) = {
-            let mut s = strings.lock().expect("interner lock");
-            (s.map_values(&node), s.map_values(&model), s.map_values(&profile), s.map_values(&ns))
-        };
-        let ts = typed::<TimestampMillisecondArray>(&b, path, "ts")?;
-        let step = typed::<Int32Array>(&b, path, "step_s")?;
-        let share = typed::<Float64Array>(&b, path, "share")?;
-        let util = typed::<Float32Array>(&b, path, "util_pct")?;
-        let energy = typed::<Float64Array>(&b, path, "energy_j")?;
-        let mut cached: Option<(Key, usize)> = None;
-        for i in 0..b.num_rows() {
-            let t = ts.value(i);
-            if t < start_ms || t >= end_ms {
-                continue;
-            }
-            g.rows += 1;
-            let share_v = share.value(i);
-            let step_s = step.value(i);
-            let key = Key {
-                ns: row_id(&ns, &ns_ids, i),
-                node: row_id(&node, &node_ids, i),
-                model: row_id(&model, &model_ids, i),
-                profile: row_id(&profile, &profile_ids, i),
-                bucket: t.div_euclid(BUCKET_MS) * BUCKET_MS,
-                share: share_v.to_bits(),
-                step_s,
-            };
-            let at = match cached {
-                Some((k, at)) if k == key => at,
-                _ => {
-                    let at = *g.index.entry(key).or_insert_with(|| {
-                        g.keys.push(key);
-                        g.sums.push(Sums::default());
-                        g.keys.len() - 1
-                    });
-                    cached = Some((key, at));
-                    at
-                }
-            };
-            // As the SQL: ROUND(COALESCE(energy_j, 0) * 1000) and
-            // ROUND(COALESCE(util_pct, 0) * share * step_s * 1e6), half away from zero.
-            let e = if energy.is_null(i) { 0.0 } else { energy.value(i) };
-            let u = if util.is_null(i) { 0.0 } else { util.value(i) as f64 };
-            let s = &mut g.sums[at];
-            s.n += 1;
-            s.energy_mj += (e * 1000.0).round() as i64;
-            s.util_gpu_us += (u * share_v * step_s as f64 * 1_000_000.0).round() as i64;
+    let mut out = GpuBuckets { batches: Vec::new(), rows: 0, rollup_days: 0, scanned_days: Vec::new() };
+    let mut raw: Vec<PathBuf> = Vec::new();
+    for samples in day_files(lake, Table::GpuSamples, first, last)? {
+        let date = date_of(&samples).ok_or_else(|| BucketError::Column {
+            path: samples.display().to_string(),
+            column: "date",
+            detail: "not in a date=YYYY-MM-DD folder".into(),
+        })?;
+        let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
+        // The day's part of the window; a rollup answers it when both edges fall on bucket edges.
+        let (from, to) = (start_ms.max(day_ms), end_ms.min(day_ms + DAY_MS));
+        if from % BUCKET_MS != 0 || to % BUCKET_MS != 0 {
+            out.scanned_days.push(date);
+            raw.push(samples);
+            continue;
         }
-        Ok::<(), BucketError>(())
-    })?;
-    let strings = strings.into_inner().expect("interner lock");
-    // Days are disjoint between threads, so are their groups: the parts are concatenated (the
-    // SQL after sums whatever repeats), in a fixed order so the table is the same every run.
-    let mut all: Vec<(Key, Sums)> = parts.iter().flat_map(|g| g.keys.iter().copied().zip(g.sums.iter().copied())).collect();
-    let rows = parts.iter().map(|g| g.rows).sum();
-    // Sort by the labels' text (nulls first), through each id's rank among the names.
-    let rank = strings.ranks();
-    let r = |id: u32| if id == NULL_ID { 0 } else { rank[id as usize] };
-    all.sort_by_key(|(k, _)| (r(k.ns), r(k.node), r(k.model), r(k.profile), k.bucket, k.share, k.step_s));
-    let col_str = |f: &dyn Fn(&Key) -> u32| -> ArrayRef { Arc::new(all.iter().map(|(k, _)| strings.name(f(k))).collect::<StringArray>()) };
-    let columns: Vec<ArrayRef> = vec![
-        col_str(&|k| k.ns),
-        col_str(&|k| k.node),
-        col_str(&|k| k.model),
-        col_str(&|k| k.profile),
-        Arc::new(TimestampMillisecondArray::from(all.iter().map(|(k, _)| k.bucket).collect::<Vec<_>>()).with_timezone("UTC")),
-        Arc::new(all.iter().map(|(k, _)| f64::from_bits(k.share)).collect::<Float64Array>()),
-        Arc::new(all.iter().map(|(k, _)| k.step_s).collect::<Int32Array>()),
-        Arc::new(all.iter().map(|(_, s)| s.n).collect::<Int64Array>()),
-        Arc::new(all.iter().map(|(_, s)| s.energy_mj).collect::<Int64Array>()),
-        Arc::new(all.iter().map(|(_, s)| s.util_gpu_us).collect::<Int64Array>()),
-    ];
-    let batch = RecordBatch::try_new(schema(), columns).expect("bucket columns match their schema");
-    Ok(GpuBuckets { batch, rows })
+        match rollup::read(lake, date, &samples) {
+            Rollup::Current(batch) => {
+                let batch = if from == day_ms && to == day_ms + DAY_MS { batch } else { buckets_between(&batch, from, to) };
+                out.rows += batch.column_by_name("n").and_then(|c| c.as_any().downcast_ref::<Int64Array>()).map_or(0, |n| n.values().iter().sum::<i64>() as u64);
+                out.rollup_days += 1;
+                out.batches.push(batch);
+            }
+            Rollup::Missing => {
+                out.scanned_days.push(date);
+                raw.push(samples);
+            }
+            Rollup::Stale(why) => {
+                tracing::warn!("not using the rollup of {date}, reading its samples: {why}");
+                out.scanned_days.push(date);
+                raw.push(samples);
+            }
+        }
+    }
+    if !raw.is_empty() {
+        let strings = Mutex::new(Interner::default());
+        let parts = fold_files(&raw, &crate::lake::buckets::COLUMNS, threads, BucketSums::default, |g: &mut BucketSums, path, b: RecordBatch| {
+            g.add(&strings, path, &b, start_ms, end_ms)
+        })?;
+        out.rows += parts.iter().map(|g| g.rows).sum::<u64>();
+        out.batches.push(BucketSums::finish(&parts, &strings.into_inner().expect("interner lock")));
+    }
+    Ok(out)
+}
+
+/// The day of a `gpu_samples` day file, from its `date=` folder.
+fn date_of(file: &std::path::Path) -> Option<NaiveDate> {
+    let dir = file.parent()?.file_name()?.to_str()?;
+    NaiveDate::parse_from_str(dir.strip_prefix("date=")?, "%Y-%m-%d").ok()
+}
+
+/// The rows of a rollup whose bucket starts in `[from, to)`.
+fn buckets_between(batch: &RecordBatch, from: i64, to: i64) -> RecordBatch {
+    let bucket = batch.column_by_name("bucket").and_then(|c| c.as_any().downcast_ref::<TimestampMillisecondArray>()).expect("rollup bucket column");
+    let keep: arrow::array::BooleanArray = bucket.iter().map(|b| b.map(|b| b >= from && b < to)).collect();
+    arrow::compute::filter_record_batch(batch, &keep).expect("filter matches the batch")
 }

@@ -1,0 +1,179 @@
+//! `gpu_samples` summed per 15-minute bucket: the grain the chargeback prices at.
+//!
+//! Pricing needs the rows only per namespace, node, GPU model, MIG profile and 15-minute bucket
+//! (prices change at UTC midnights, the tariff per bucket), plus the row's `share` and `step_s`
+//! so every per-row rounding can be redone exactly as `n x` the rounded value. The sums are made
+//! twice over: by the lake's writer, once per day file, as the stored rollup (`rollup`), and by
+//! the chargeback's pass over day files that have no current rollup (`report::gpu_buckets`).
+//! Both fold batches into `BucketSums` here, so they cannot differ. The same in SQL is
+//! `benches/sql/gpu_buckets.sql` (DuckDB's side of the benchmark, and the tests' oracle).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{
+    Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    TimestampMillisecondArray,
+};
+use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
+
+use super::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
+use super::scan::ScanError;
+use super::schema::ts_type;
+
+/// The bucket width: the tariff's grid.
+pub const BUCKET_MS: i64 = crate::tariff::BUCKET_MS;
+
+/// The `gpu_samples` columns the sums read.
+pub const COLUMNS: [&str; 9] = ["ts", "step_s", "node", "gpu_model", "mig_profile", "namespace", "share", "util_pct", "energy_j"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum BucketError {
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    #[error("{path}: column {column}: {detail}")]
+    Column { path: String, column: &'static str, detail: String },
+}
+
+/// One row per group: the table the chargeback's pricing SQL reads as `gpu_buckets`, and the
+/// rollup files' schema.
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("namespace", DataType::Utf8, true),
+        Field::new("node", DataType::Utf8, false),
+        Field::new("gpu_model", DataType::Utf8, false),
+        Field::new("mig_profile", DataType::Utf8, true),
+        Field::new("bucket", ts_type(), false),
+        Field::new("share", DataType::Float64, false),
+        Field::new("step_s", DataType::Int32, false),
+        Field::new("n", DataType::Int64, false),
+        Field::new("energy_mj", DataType::Int64, false),
+        Field::new("util_gpu_us", DataType::Int64, false),
+    ]))
+}
+
+#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+struct Key {
+    ns: u32,
+    node: u32,
+    model: u32,
+    profile: u32,
+    bucket: i64,
+    share: u64,
+    step_s: i32,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Sums {
+    n: i64,
+    energy_mj: i64,
+    util_gpu_us: i64,
+}
+
+/// Per-group sums of the rows folded in (one per thread; label ids from a shared `Interner`).
+#[derive(Default)]
+pub struct BucketSums {
+    index: HashMap<Key, usize>,
+    keys: Vec<Key>,
+    sums: Vec<Sums>,
+    /// GPU rows folded in.
+    pub rows: u64,
+}
+
+fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
+    label_column(b, name).map_err(|detail| BucketError::Column { path: path.display().to_string(), column: name, detail })
+}
+
+fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
+    typed_column(b, name).map_err(|detail| BucketError::Column { path: path.display().to_string(), column: name, detail })
+}
+
+impl BucketSums {
+    /// Folds the rows of `b` (from `path`, for messages) with `ts` in `[start_ms, end_ms)`.
+    pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
+        let (node, model, profile, ns) = (dict(b, path, "node")?, dict(b, path, "gpu_model")?, dict(b, path, "mig_profile")?, dict(b, path, "namespace")?);
+        let (node_ids, model_ids, profile_ids, ns_ids) = {
+            let mut s = strings.lock().expect("interner lock");
+            (s.map_values(&node), s.map_values(&model), s.map_values(&profile), s.map_values(&ns))
+        };
+        let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
+        let step = typed::<Int32Array>(b, path, "step_s")?;
+        let share = typed::<Float64Array>(b, path, "share")?;
+        let util = typed::<Float32Array>(b, path, "util_pct")?;
+        let energy = typed::<Float64Array>(b, path, "energy_j")?;
+        // Rows of a GPU are consecutive and in time order, so a group repeats ~30 times in a row.
+        let mut cached: Option<(Key, usize)> = None;
+        for i in 0..b.num_rows() {
+            let t = ts.value(i);
+            if t < start_ms || t >= end_ms {
+                continue;
+            }
+            self.rows += 1;
+            let share_v = share.value(i);
+            let step_s = step.value(i);
+            let key = Key {
+                ns: row_id(&ns, &ns_ids, i),
+                node: row_id(&node, &node_ids, i),
+                model: row_id(&model, &model_ids, i),
+                profile: row_id(&profile, &profile_ids, i),
+                bucket: t.div_euclid(BUCKET_MS) * BUCKET_MS,
+                share: share_v.to_bits(),
+                step_s,
+            };
+            let at = match cached {
+                Some((k, at)) if k == key => at,
+                _ => {
+                    let at = *self.index.entry(key).or_insert_with(|| {
+                        self.keys.push(key);
+                        self.sums.push(Sums::default());
+                        self.keys.len() - 1
+                    });
+                    cached = Some((key, at));
+                    at
+                }
+            };
+            // As the SQL: ROUND(COALESCE(energy_j, 0) * 1000) and
+            // ROUND(COALESCE(util_pct, 0) * share * step_s * 1e6), half away from zero.
+            let e = if energy.is_null(i) { 0.0 } else { energy.value(i) };
+            let u = if util.is_null(i) { 0.0 } else { util.value(i) as f64 };
+            let s = &mut self.sums[at];
+            s.n += 1;
+            s.energy_mj += (e * 1000.0).round() as i64;
+            s.util_gpu_us += (u * share_v * step_s as f64 * 1_000_000.0).round() as i64;
+        }
+        Ok(())
+    }
+
+    /// The groups of `parts` (folded from disjoint days, so disjoint groups) as one batch of
+    /// `schema()`, sorted by the labels' text (nulls first), bucket, share and step: the same
+    /// table every run, whatever thread read which file.
+    pub fn finish(parts: &[BucketSums], strings: &Interner) -> RecordBatch {
+        let mut all: Vec<(Key, Sums)> = parts.iter().flat_map(|g| g.keys.iter().copied().zip(g.sums.iter().copied())).collect();
+        let rank = strings.ranks();
+        let r = |id: u32| if id == NULL_ID { 0 } else { rank[id as usize] };
+        all.sort_by_key(|(k, _)| (r(k.ns), r(k.node), r(k.model), r(k.profile), k.bucket, k.share, k.step_s));
+        let col_str = |f: &dyn Fn(&Key) -> u32| -> ArrayRef { Arc::new(all.iter().map(|(k, _)| strings.name(f(k))).collect::<StringArray>()) };
+        let columns: Vec<ArrayRef> = vec![
+            col_str(&|k| k.ns),
+            col_str(&|k| k.node),
+            col_str(&|k| k.model),
+            col_str(&|k| k.profile),
+            Arc::new(TimestampMillisecondArray::from(all.iter().map(|(k, _)| k.bucket).collect::<Vec<_>>()).with_timezone("UTC")),
+            Arc::new(all.iter().map(|(k, _)| f64::from_bits(k.share)).collect::<Float64Array>()),
+            Arc::new(all.iter().map(|(k, _)| k.step_s).collect::<Int32Array>()),
+            Arc::new(all.iter().map(|(_, s)| s.n).collect::<Int64Array>()),
+            Arc::new(all.iter().map(|(_, s)| s.energy_mj).collect::<Int64Array>()),
+            Arc::new(all.iter().map(|(_, s)| s.util_gpu_us).collect::<Int64Array>()),
+        ];
+        RecordBatch::try_new(schema(), columns).expect("bucket columns match their schema")
+    }
+}
+
+/// The sums of one whole batch of `gpu_samples` rows (a day file as the writer publishes it).
+pub fn sum_batch(path: &Path, batch: &RecordBatch) -> Result<RecordBatch, BucketError> {
+    let strings = Mutex::new(Interner::default());
+    let mut sums = BucketSums::default();
+    sums.add(&strings, path, batch, i64::MIN, i64::MAX)?;
+    Ok(BucketSums::finish(&[sums], &strings.into_inner().expect("interner lock")))
+}
