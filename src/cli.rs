@@ -54,9 +54,10 @@ pub enum Command {
     Tables,
     /// Validate the config and reach every configured source; say what is wrong and where.
     Check,
-    /// Bring the lake's 15-minute rollups of gpu_samples up to date (lakes written before
-    /// rollups, or a crash between a day's samples and its rollup); reports read raw samples
-    /// for days without one, so this only makes them faster.
+    /// Bring the lake's 15-minute rollups of gpu_samples up to date.
+    ///
+    /// For lakes written before rollups, or a crash between a day's samples and its rollup.
+    /// Reports read the samples of days without a current rollup, so this only makes them faster.
     Rollup(RollupArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {

@@ -212,7 +212,7 @@ fn tables_documents_every_column() {
 fn help_completions_and_man_page() {
     let dir = tempfile::tempdir().unwrap();
     let help = common::stdout(&common::run_ok(dir.path(), &["--help"]));
-    for cmd in ["demo", "simulate", "collect", "report", "run", "query", "tables", "check", "completions", "manpage"] {
+    for cmd in ["demo", "simulate", "collect", "report", "run", "query", "tables", "check", "rollup", "completions", "manpage"] {
         assert!(help.contains(&format!("  {cmd} ")), "--help lists {cmd}");
     }
     assert!(help.contains("Exit codes: 0 success"), "{help}");
