@@ -29,7 +29,7 @@ PEER_SQL = {
     "gpu_buckets": os.path.join(BENCH_SQL, "gpu_buckets.sql"),
 }
 # Steps whose result the next step reads as a table.
-TEMP_TABLES = {"gpu_buckets", "chargeback_grain"}
+TEMP_TABLES = {"gpu_buckets", "chargeback_grain", "pod_run_days"}
 
 TS_COLUMNS = {"ts", "created", "scheduled", "started", "finished", "run_from", "run_to", "start"}
 
@@ -109,7 +109,7 @@ def main():
 
     # The rollups, grouped as the reports run them. chargeback's step 2 reads step 1's result.
     rollups = {
-        "chargeback": ["gpu_buckets", "chargeback_grain", "chargeback", "cluster_totals", "cluster_gpus"],
+        "chargeback": ["gpu_buckets", "chargeback_grain", "cluster_totals", "pod_run_days", "chargeback", "cluster_gpus"],
         "idle": ["idle_pods", "idle_unallocated", "idle_zombie"],
         "queue": ["queue_waits", "queue_pending"],
     }

@@ -12,7 +12,8 @@
 --
 -- CPU and memory: cpu_request x running time and memory request x running time of every
 -- pod, priced piecewise by `cpu_prices` and `memory_prices` (empty tables: no charge); these
--- rows have no GPU model.
+-- rows have no GPU model. The pods' running time per day comes as the table `pod_run_days`
+-- (`queries/pod_run_days.sql`, run once before this query).
 WITH grain AS (
   SELECT * FROM chargeback_grain
 ),
@@ -33,32 +34,6 @@ unmapped_day AS (
   JOIN unmapped u ON u.node = n.node
   GROUP BY n.node, n.date
 ),
--- Every pod's running interval clipped to the window (pods are partitioned by creation day).
-runs AS (
-  SELECT
-    CAST(p.namespace AS VARCHAR)                                    AS namespace,
-    CAST(p.node AS VARCHAR)                                         AS node,
-    p.gpu_request,
-    p.cpu_request,
-    p.mem_request_bytes,
-    greatest(COALESCE(p.started, p.scheduled), $1)                  AS run_from,
-    least(COALESCE(p.finished, $2), $2)                             AS run_to
-  FROM pods p
-  WHERE p.date <= $4
-    AND p.node IS NOT NULL
-    AND COALESCE(p.started, p.scheduled) IS NOT NULL
-    AND COALESCE(p.started, p.scheduled) < $2
-    AND COALESCE(p.finished, $2) > $1
-),
--- Running intervals cut at UTC day boundaries.
-run_days AS (
-  SELECT
-    r.namespace, r.node, r.gpu_request, r.cpu_request, r.mem_request_bytes, d.date,
-    greatest(r.run_from, d.day_start) AS run_from,
-    least(r.run_to, d.day_end)        AS run_to
-  FROM runs r
-  JOIN calendar d ON d.day_start < r.run_to AND d.day_end > r.run_from
-),
 -- Requested GPU time on unmapped nodes, cut at price changes.
 requested AS (
   SELECT
@@ -67,7 +42,7 @@ requested AS (
         CAST(least(r.run_to, COALESCE(g.effective_to, r.run_to)) AS BIGINT)
       - CAST(greatest(r.run_from, COALESCE(g.effective_from, r.run_from)) AS BIGINT)) AS gpu_us,
     g.price_per_hour
-  FROM run_days r
+  FROM pod_run_days r
   JOIN unmapped u ON u.node = r.node
   LEFT JOIN gpu_prices g
     ON g.model = u.gpu_model AND g.mig_profile IS NULL
@@ -121,7 +96,7 @@ cpu AS (
     CAST(ROUND(r.cpu_request * 1000 * (
         CAST(least(r.run_to, c.effective_to) AS BIGINT) - CAST(greatest(r.run_from, c.effective_from) AS BIGINT))) AS BIGINT) AS core_us,
     c.price_per_core_hour
-  FROM run_days r
+  FROM pod_run_days r
   JOIN cpu_prices c ON c.effective_from < r.run_to AND c.effective_to > r.run_from
   WHERE r.cpu_request > 0 AND r.run_to > r.run_from
 ),
@@ -131,7 +106,7 @@ mem AS (
     CAST(ROUND(CAST(r.mem_request_bytes AS DOUBLE) / 1073741824.0 * 1000 * (
         CAST(least(r.run_to, m.effective_to) AS BIGINT) - CAST(greatest(r.run_from, m.effective_from) AS BIGINT))) AS BIGINT) AS gib_us,
     m.price_per_gib_hour
-  FROM run_days r
+  FROM pod_run_days r
   JOIN memory_prices m ON m.effective_from < r.run_to AND m.effective_to > r.run_from
   WHERE r.mem_request_bytes > 0 AND r.run_to > r.run_from
 ),

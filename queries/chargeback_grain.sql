@@ -7,7 +7,7 @@
 -- `__unallocated__`. Quantities are integers (GPU-microseconds, millijoules) and money
 -- DECIMAL not yet divided by 3.6e9 (`*_us`: per-hour price x microseconds; `*_mj`: per-kWh
 -- price x millijoules), so nothing depends on the order rows are added in.
--- The rows come summed per 15-minute bucket (and per share and step, so every per-row
+-- The rows come summed per 15-minute bucket (with its UTC `day`; and per share and step, so every per-row
 -- rounding below is the number of rows x the same rounded value) as the table `gpu_buckets`,
 -- made by one pass over the day files (src/report/gpu_buckets.rs; the same in SQL:
 -- benches/sql/gpu_buckets.sql): prices change only at bucket edges (gpu_prices at UTC
@@ -18,11 +18,7 @@
 -- energy x PUE x the `power_tariff` rate of the 15-minute bucket the sample starts in.
 WITH priced AS (
   SELECT
-    COALESCE(CAST(x.namespace AS VARCHAR), '__unallocated__')                        AS namespace,
-    CAST(x.node AS VARCHAR)                                                           AS node,
-    CAST(x.gpu_model AS VARCHAR)                                                      AS gpu_model,
-    CAST(x.mig_profile AS VARCHAR)                                                    AS mig_profile,
-    CAST(CAST(x.bucket AS DATE) AS VARCHAR)                                           AS date,
+    x.namespace, x.node, x.gpu_model, x.mig_profile, x.day,
     x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT)                         AS gpu_us,
     x.energy_mj,
     x.util_gpu_us,
@@ -36,16 +32,19 @@ WITH priced AS (
     CASE WHEN gm.model IS NULL AND g.model IS NULL THEN x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT) ELSE 0 END AS unpriced_gpu_us
   FROM gpu_buckets x
   LEFT JOIN gpu_prices gm
-    ON CAST(x.gpu_model AS VARCHAR) = gm.model AND CAST(x.mig_profile AS VARCHAR) = gm.mig_profile
+    ON x.gpu_model = gm.model AND x.mig_profile = gm.mig_profile
    AND x.bucket >= gm.effective_from AND x.bucket < gm.effective_to
   LEFT JOIN gpu_prices g
-    ON CAST(x.gpu_model AS VARCHAR) = g.model AND g.mig_profile IS NULL
+    ON x.gpu_model = g.model AND g.mig_profile IS NULL
    AND x.bucket >= g.effective_from AND x.bucket < g.effective_to
   LEFT JOIN power_tariff p
     ON x.bucket = p.bucket_start
 )
+-- Grouped on the plain columns (the day as a DATE), named and formatted after: a few
+-- thousand rows to format instead of one per bucket.
 SELECT
-  c.namespace, c.node, c.gpu_model, c.mig_profile, c.date,
+  COALESCE(c.namespace, '__unallocated__') AS namespace, c.node, c.gpu_model, c.mig_profile,
+  CAST(c.day AS VARCHAR)  AS date,
   SUM(c.gpu_us)           AS gpu_us,
   SUM(c.energy_mj)        AS energy_mj,
   SUM(c.util_gpu_us)      AS util_gpu_us,
@@ -54,4 +53,4 @@ SELECT
   CAST(SUM(c.carbon_mg) AS DECIMAL(38, 12))     AS carbon_mg,
   SUM(c.unpriced_gpu_us)  AS unpriced_gpu_us
 FROM priced c
-GROUP BY c.namespace, c.node, c.gpu_model, c.mig_profile, c.date
+GROUP BY c.namespace, c.node, c.gpu_model, c.mig_profile, c.day

@@ -126,12 +126,13 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
         let result = match queries.get(name) {
             Ok(sql) => {
                 let planned = ctx.state().create_logical_plan(&sql).await;
-                // Step 1 of the chargeback is a table for step 2: register its (empty) result.
-                if *name == "chargeback_grain" {
+                // Step 1 of the chargeback (and the pods' run days) are tables for step 2:
+                // register their (empty) results.
+                if *name == "chargeback_grain" || *name == "pod_run_days" {
                     if let Ok(plan) = &planned {
                         let schema = std::sync::Arc::new(plan.schema().as_arrow().clone());
                         if let Ok(t) = datafusion::datasource::MemTable::try_new(schema, vec![vec![]]) {
-                            let _ = ctx.register_table("chargeback_grain", std::sync::Arc::new(t));
+                            let _ = ctx.register_table(*name, std::sync::Arc::new(t));
                         }
                     }
                 }

@@ -398,6 +398,10 @@ pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params:
         ParamValues::Map(m) => m.is_empty(),
     };
     let df = if empty { df } else { df.with_param_values(params).map_err(q_err)? };
+    if std::env::var("GPULEDGER_EXPLAIN").is_ok_and(|v| v == name) {
+        let plan = df.clone().explain(false, true).map_err(q_err)?.collect().await.map_err(q_err)?;
+        eprintln!("{}", arrow::util::pretty::pretty_format_batches(&plan).unwrap());
+    }
     df.collect().await.map_err(q_err)
 }
 
@@ -408,6 +412,10 @@ pub async fn run_query_schema(ctx: &SessionContext, name: &str, sql: &str, param
     let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
     let df = if params.is_empty() { df } else { df.with_param_values(ParamValues::from(params)).map_err(q_err)? };
     let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+    if std::env::var("GPULEDGER_EXPLAIN").is_ok_and(|v| v == name) {
+        let plan = df.clone().explain(false, true).map_err(q_err)?.collect().await.map_err(q_err)?;
+        eprintln!("{}", arrow::util::pretty::pretty_format_batches(&plan).unwrap());
+    }
     let batches = df.collect().await.map_err(q_err)?;
     Ok((schema, batches))
 }

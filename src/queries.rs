@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 /// (name, SQL) of every built-in query.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback_grain", include_str!("../queries/chargeback_grain.sql")),
+    ("pod_run_days", include_str!("../queries/pod_run_days.sql")),
     ("chargeback", include_str!("../queries/chargeback.sql")),
     ("namespace_owners", include_str!("../queries/namespace_owners.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),

@@ -1,5 +1,5 @@
 -- The chargeback's step 1 in plain SQL: gpu_samples in [$1, $2) summed per namespace, node,
--- GPU model, MIG profile, 15-minute bucket, share and step. gpuledger computes this table in one
+-- GPU model, MIG profile, 15-minute bucket (and its UTC day), share and step. gpuledger computes this table in one
 -- pass over the day files (src/report/gpu_buckets.rs) and hands it to
 -- queries/chargeback_grain.sql as `gpu_buckets`; DuckDB runs this SQL in `benches/run.sh` to
 -- make the same table, and the tests check the pass against it row for row.
@@ -10,6 +10,7 @@ SELECT
   s.gpu_model                                                             AS gpu_model,
   s.mig_profile                                                           AS mig_profile,
   date_bin(INTERVAL '15 minutes', s.ts)                                   AS bucket,
+  CAST(s.ts AS DATE)                                                      AS day,
   s.share                                                                 AS share,
   s.step_s                                                                AS step_s,
   COUNT(*)                                                                AS n,
@@ -18,4 +19,4 @@ SELECT
 FROM gpu_samples s
 WHERE s.date >= $3 AND s.date <= $4
   AND s.ts >= $1 AND s.ts < $2
-GROUP BY 1, 2, 3, 4, 5, 6, 7
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8

@@ -13,17 +13,18 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{
-    Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    Array, ArrayRef, Date32Array, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
     TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
 use super::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
 use super::scan::ScanError;
-use super::schema::ts_type;
+use super::schema::{label_type, ts_type};
 
 /// The bucket width: the tariff's grid.
 pub const BUCKET_MS: i64 = crate::tariff::BUCKET_MS;
+const DAY_MS: i64 = 86_400_000;
 
 /// The `gpu_samples` columns the sums read.
 pub const COLUMNS: [&str; 9] = ["ts", "step_s", "node", "gpu_model", "mig_profile", "namespace", "share", "util_pct", "energy_j"];
@@ -40,11 +41,13 @@ pub enum BucketError {
 /// rollup files' schema.
 pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("namespace", DataType::Utf8, true),
-        Field::new("node", DataType::Utf8, false),
-        Field::new("gpu_model", DataType::Utf8, false),
-        Field::new("mig_profile", DataType::Utf8, true),
+        Field::new("namespace", label_type(), true),
+        Field::new("node", label_type(), false),
+        Field::new("gpu_model", label_type(), false),
+        Field::new("mig_profile", label_type(), true),
         Field::new("bucket", ts_type(), false),
+        // The bucket's UTC day (prices change at UTC midnights): pricing groups by it.
+        Field::new("day", DataType::Date32, false),
         Field::new("share", DataType::Float64, false),
         Field::new("step_s", DataType::Int32, false),
         Field::new("n", DataType::Int64, false),
@@ -153,13 +156,20 @@ impl BucketSums {
         let rank = strings.ranks();
         let r = |id: u32| if id == NULL_ID { 0 } else { rank[id as usize] };
         all.sort_by_key(|(k, _)| (r(k.ns), r(k.node), r(k.model), r(k.profile), k.bucket, k.share, k.step_s));
-        let col_str = |f: &dyn Fn(&Key) -> u32| -> ArrayRef { Arc::new(all.iter().map(|(k, _)| strings.name(f(k))).collect::<StringArray>()) };
+        // Labels as dictionaries over the interner's names (ids are the keys): the pricing joins
+        // then carry 4-byte keys, not strings, through every row they copy.
+        let names: ArrayRef = Arc::new((0..strings.len() as u32).map(|id| strings.name(id)).collect::<StringArray>());
+        let col_str = |f: &dyn Fn(&Key) -> u32| -> ArrayRef {
+            let keys: Int32Array = all.iter().map(|(k, _)| f(k)).map(|id| (id != NULL_ID).then_some(id as i32)).collect();
+            Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::clone(&names)).expect("label ids index the names"))
+        };
         let columns: Vec<ArrayRef> = vec![
             col_str(&|k| k.ns),
             col_str(&|k| k.node),
             col_str(&|k| k.model),
             col_str(&|k| k.profile),
             Arc::new(TimestampMillisecondArray::from(all.iter().map(|(k, _)| k.bucket).collect::<Vec<_>>()).with_timezone("UTC")),
+            Arc::new(Date32Array::from(all.iter().map(|(k, _)| k.bucket.div_euclid(DAY_MS) as i32).collect::<Vec<_>>())),
             Arc::new(all.iter().map(|(k, _)| f64::from_bits(k.share)).collect::<Float64Array>()),
             Arc::new(all.iter().map(|(k, _)| k.step_s).collect::<Int32Array>()),
             Arc::new(all.iter().map(|(_, s)| s.n).collect::<Int64Array>()),

@@ -28,6 +28,15 @@ impl Interner {
         id
     }
 
+    /// How many names have ids.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
     pub fn name(&self, id: u32) -> Option<&str> {
         (id != NULL_ID).then(|| self.names[id as usize].as_str())
     }

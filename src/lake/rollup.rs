@@ -159,7 +159,7 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
 #[derive(Debug)]
 pub enum Rollup {
     /// The day's sums (`buckets::schema()`), matching the samples on disk.
-    Current(RecordBatch),
+    Current(Vec<RecordBatch>),
     /// No rollup file: a lake written before rollups, or a crash between samples and rollup.
     Missing,
     /// A rollup that does not match the day's samples or cannot be read, and why.
@@ -183,8 +183,7 @@ pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
         if builder.schema().fields() != buckets::schema().fields() {
             return Err("columns differ from the rollup schema".to_string());
         }
-        let batches = builder.build().map_err(|e| e.to_string())?.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
-        arrow::compute::concat_batches(&buckets::schema(), &batches).map_err(|e| e.to_string())
+        builder.with_batch_size(64 * 1024).build().map_err(|e| e.to_string())?.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())
     });
     match read {
         Ok(batch) => Rollup::Current(batch),
@@ -197,7 +196,11 @@ pub fn is_current(lake: &Lake, date: NaiveDate, samples_file: &Path) -> bool {
     File::open(file(lake, date))
         .ok()
         .and_then(|f| SerializedFileReader::new(f).ok())
-        .is_some_and(|r| matches_source(r.metadata().file_metadata(), samples_file).is_ok())
+        .is_some_and(|r| {
+            let meta = r.metadata().file_metadata();
+            let columns = parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata());
+            matches_source(meta, samples_file).is_ok() && columns.is_ok_and(|c| c.fields() == buckets::schema().fields())
+        })
 }
 
 /// The rollup's key/value metadata names this version, this bucket width and `samples_file`

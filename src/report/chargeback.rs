@@ -32,6 +32,8 @@ pub const MONEY_SCALE: u32 = 12;
 pub const RAW_PER_UNIT: i128 = 3_600_000_000 * 1_000_000_000_000;
 
 pub const UNALLOCATED: &str = "__unallocated__";
+/// The table `queries/pod_run_days.sql`'s result is handed to `queries/chargeback.sql` as.
+pub const POD_RUN_DAYS: &str = "pod_run_days";
 pub const UNASSIGNED: &str = "__unassigned__";
 
 /// How the chargeback's rows are keyed.
@@ -174,55 +176,84 @@ fn step1_pieces(window: &Window) -> Vec<Window> {
     pieces
 }
 
+/// Bucket rows gathered before they are priced: the week pieces' sums are priced together up
+/// to about this many rows (~120 MB), so a month of a thousand GPUs is priced in one query
+/// (one plan, not five) while a larger fleet's memory stays bounded.
+const PRICE_BATCH_ROWS: usize = 1_000_000;
+
+/// Step 1's pricing of gathered bucket rows: `chargeback_grain.sql` and `cluster_totals.sql`
+/// over them as the table `gpu_buckets`; the priced rows, their schema and the (GPU-us, mJ,
+/// rows) totals.
+async fn price_buckets(
+    ctx: &SessionContext,
+    queries: &Queries,
+    window: &Window,
+    batches: Vec<arrow::array::RecordBatch>,
+    threads: usize,
+) -> Result<(datafusion::arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>, (i64, i64, i64))> {
+    // The batches dealt round-robin over the session's partitions.
+    let mut partitions: Vec<Vec<arrow::array::RecordBatch>> = vec![Vec::new(); threads.max(1)];
+    for (i, b) in batches.into_iter().enumerate() {
+        partitions[i % threads.max(1)].push(b);
+    }
+    let table = datafusion::datasource::MemTable::try_new(super::gpu_buckets::schema(), partitions).map_err(|e| shape(e.to_string()))?;
+    let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
+    ctx.register_table(super::gpu_buckets::TABLE, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+    let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await;
+    let totals = match priced {
+        Ok(_) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
+        Err(_) => Ok(None),
+    };
+    let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
+    let (schema, priced) = priced?;
+    let totals = totals?.unwrap_or_default();
+    let t = totals.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
+    let one = |name| ints("cluster_totals", t, name).map(|v| v[0].unwrap_or(0));
+    Ok((schema, priced, (one("gpu_us")?, one("energy_mj")?, one("rows")?)))
+}
+
 /// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
 pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
     // Step 1: gpu_samples summed per 15-minute bucket (the lake's rollups, or a pass over the
-    // samples of days without a current one), priced in SQL and totalled for the conservation
-    // line, a week at a time (its rows are per day, so the pieces only add up); step 2 reads
-    // the (small) priced result as a table.
+    // samples of days without a current one) a week at a time, priced in SQL and totalled for
+    // the conservation line in batches of up to PRICE_BATCH_ROWS bucket rows (its rows are per
+    // day, so the batches only add up); step 2 reads the (small) priced result as a table.
     let t = std::time::Instant::now();
     let lake = crate::engine::session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan"))?;
     let threads = ctx.state().config().target_partitions();
     let mut schema = None;
     let mut grain = Vec::new();
-    // (GPU-us, mJ, rows) of the window, summed over the pieces by `cluster_totals.sql`.
+    // (GPU-us, mJ, rows) of the window, summed over the batches by `cluster_totals.sql`.
     let mut cluster = (0i64, 0i64, 0i64);
-    for piece in step1_pieces(window) {
-        let lake = lake.clone();
-        let buckets = tokio::task::spawn_blocking(move || super::gpu_buckets::scan(&lake, &piece, threads))
+    let pieces = step1_pieces(window);
+    let mut gathered: Vec<arrow::array::RecordBatch> = Vec::new();
+    let mut gathered_from = window.start;
+    for (i, piece) in pieces.iter().enumerate() {
+        let (lake, scan_window) = (lake.clone(), *piece);
+        let buckets = tokio::task::spawn_blocking(move || super::gpu_buckets::scan(&lake, &scan_window, threads))
             .await
             .map_err(|e| shape(format!("the GPU row pass stopped: {e}")))??;
         tracing::debug!(
-            "gpu_buckets {}: {} rows into {} buckets ({} days from rollups, samples read for {:?})",
+            "gpu_buckets {}: {} rows into {} buckets ({} days from rollups, samples read for {:?}) at {:.2}s",
             piece.label(),
             buckets.rows,
             buckets.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
             buckets.rollup_days,
-            buckets.scanned_days
+            buckets.scanned_days,
+            t.elapsed().as_secs_f64()
         );
-        // The day batches dealt round-robin over the session's partitions.
-        let mut partitions: Vec<Vec<arrow::array::RecordBatch>> = vec![Vec::new(); threads.max(1)];
-        for (i, b) in buckets.batches.into_iter().enumerate() {
-            partitions[i % threads.max(1)].push(b);
+        gathered.extend(buckets.batches);
+        let rows: usize = gathered.iter().map(|b| b.num_rows()).sum();
+        if rows < PRICE_BATCH_ROWS && i + 1 < pieces.len() {
+            continue;
         }
-        let table = datafusion::datasource::MemTable::try_new(super::gpu_buckets::schema(), partitions).map_err(|e| shape(e.to_string()))?;
-        let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
-        ctx.register_table(super::gpu_buckets::TABLE, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
-        let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(&piece)).await;
-        let totals = match priced {
-            Ok(_) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
-            Err(_) => Ok(None),
-        };
-        let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
-        let (s, batches) = priced?;
+        let priced_window = Window { start: gathered_from, end: piece.end };
+        let (s, batches, totals) = price_buckets(ctx, queries, &priced_window, std::mem::take(&mut gathered), threads).await?;
+        tracing::debug!("priced {} bucket rows of {} at {:.2}s", rows, priced_window.label(), t.elapsed().as_secs_f64());
+        gathered_from = piece.end;
         schema.get_or_insert(s);
         grain.extend(batches);
-        let totals = totals?.unwrap_or_default();
-        let t = totals.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
-        let one = |name| ints("cluster_totals", t, name).map(|v| v[0].unwrap_or(0));
-        cluster.0 += one("gpu_us")?;
-        cluster.1 += one("energy_mj")?;
-        cluster.2 += one("rows")?;
+        cluster = (cluster.0 + totals.0, cluster.1 + totals.1, cluster.2 + totals.2);
     }
     let schema = schema.ok_or_else(|| shape("an empty window"))?;
     let grain_rows: usize = grain.iter().map(|b| b.num_rows()).sum();
@@ -231,9 +262,15 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     ctx.register_table("chargeback_grain", std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
     tracing::debug!("chargeback_grain: {} rows in {:.2}s", grain_rows, t.elapsed().as_secs_f64());
     let t = std::time::Instant::now();
+    // The pods' running time per day, read three times by the detail SQL: computed once.
+    let (s, runs) = crate::engine::run_query_schema(ctx, "pod_run_days", &queries.get("pod_run_days")?, window_params(window)).await?;
+    let table = datafusion::datasource::MemTable::try_new(s, vec![runs]).map_err(|e| shape(e.to_string()))?;
+    let _ = ctx.deregister_table(POD_RUN_DAYS);
+    ctx.register_table(POD_RUN_DAYS, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
     let batches = run_query(ctx, R, &queries.get(R)?, window_params(window)).await;
     tracing::debug!("chargeback: detail rows in {:.2}s", t.elapsed().as_secs_f64());
     let _ = ctx.deregister_table("chargeback_grain");
+    let _ = ctx.deregister_table(POD_RUN_DAYS);
     let mut detail = Vec::new();
     for b in &batches? {
         let (ns, model, profile, date) = (strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, strs(R, b, "date")?);

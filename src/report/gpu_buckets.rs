@@ -45,6 +45,8 @@ pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, 
     let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
     let mut out = GpuBuckets { batches: Vec::new(), rows: 0, rollup_days: 0, scanned_days: Vec::new() };
     let mut raw: Vec<PathBuf> = Vec::new();
+    // (day, its samples file, the day's part of the window) of days a rollup could answer.
+    let mut candidates: Vec<(NaiveDate, PathBuf, i64, i64)> = Vec::new();
     for samples in day_files(lake, Table::GpuSamples, first, last)? {
         let date = date_of(&samples).ok_or_else(|| BucketError::Column {
             path: samples.display().to_string(),
@@ -57,26 +59,29 @@ pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, 
         if from % BUCKET_MS != 0 || to % BUCKET_MS != 0 {
             out.scanned_days.push(date);
             raw.push(samples);
-            continue;
-        }
-        match rollup::read(lake, date, &samples) {
-            Rollup::Current(batch) => {
-                let batch = if from == day_ms && to == day_ms + DAY_MS { batch } else { buckets_between(&batch, from, to) };
-                out.rows += batch.column_by_name("n").and_then(|c| c.as_any().downcast_ref::<Int64Array>()).map_or(0, |n| n.values().iter().sum::<i64>() as u64);
-                out.rollup_days += 1;
-                out.batches.push(batch);
-            }
-            Rollup::Missing => {
-                out.scanned_days.push(date);
-                raw.push(samples);
-            }
-            Rollup::Stale(why) => {
-                tracing::warn!("not using the rollup of {date}, reading its samples: {why}");
-                out.scanned_days.push(date);
-                raw.push(samples);
-            }
+        } else {
+            candidates.push((date, samples, from, to));
         }
     }
+    for ((date, samples, from, to), rollup) in candidates.iter().zip(read_rollups(lake, &candidates, threads)) {
+        match rollup {
+            Rollup::Current(batches) => {
+                let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
+                for batch in batches {
+                    let batch = if *from == day_ms && *to == day_ms + DAY_MS { batch } else { buckets_between(&batch, *from, *to) };
+                    out.rows += batch.column_by_name("n").and_then(|c| c.as_any().downcast_ref::<Int64Array>()).map_or(0, |n| n.values().iter().sum::<i64>() as u64);
+                    out.batches.push(batch);
+                }
+                out.rollup_days += 1;
+                continue;
+            }
+            Rollup::Missing => {}
+            Rollup::Stale(why) => tracing::warn!("not using the rollup of {date}, reading its samples: {why}"),
+        }
+        out.scanned_days.push(*date);
+        raw.push(samples.clone());
+    }
+    out.scanned_days.sort();
     if !raw.is_empty() {
         let strings = Mutex::new(Interner::default());
         let parts = fold_files(&raw, &crate::lake::buckets::COLUMNS, threads, BucketSums::default, |g: &mut BucketSums, path, b: RecordBatch| {
@@ -86,6 +91,22 @@ pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, 
         out.batches.push(BucketSums::finish(&parts, &strings.into_inner().expect("interner lock")));
     }
     Ok(out)
+}
+
+/// The rollups of `days`, read on up to `threads` threads, in order.
+fn read_rollups(lake: &Lake, days: &[(NaiveDate, PathBuf, i64, i64)], threads: usize) -> Vec<Rollup> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Rollup>>> = days.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, days.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((date, samples, _, _)) = days.get(i) else { return };
+                *slots[i].lock().expect("rollup slot") = Some(rollup::read(lake, *date, samples));
+            });
+        }
+    });
+    slots.into_iter().map(|s| s.into_inner().expect("rollup slot").expect("every day read")).collect()
 }
 
 /// The day of a `gpu_samples` day file, from its `date=` folder.

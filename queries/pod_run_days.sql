@@ -1,0 +1,28 @@
+-- Every pod's running interval in the window [$1, $2), cut at UTC day boundaries: one row per
+-- pod and day it ran, with its requests. Run once per chargeback and handed to
+-- `queries/chargeback.sql` as the table `pod_run_days` (it is read there three times: the
+-- request-based GPU fallback, CPU and memory).
+--   $1, $2  window start and end (TIMESTAMP, UTC), half-open; $4 the last `date` partition
+-- Pods are partitioned by creation day: every partition up to the window's last is read.
+WITH runs AS (
+  SELECT
+    CAST(p.namespace AS VARCHAR)                                    AS namespace,
+    CAST(p.node AS VARCHAR)                                         AS node,
+    p.gpu_request,
+    p.cpu_request,
+    p.mem_request_bytes,
+    greatest(COALESCE(p.started, p.scheduled), $1)                  AS run_from,
+    least(COALESCE(p.finished, $2), $2)                             AS run_to
+  FROM pods p
+  WHERE p.date <= $4
+    AND p.node IS NOT NULL
+    AND COALESCE(p.started, p.scheduled) IS NOT NULL
+    AND COALESCE(p.started, p.scheduled) < $2
+    AND COALESCE(p.finished, $2) > $1
+)
+SELECT
+  r.namespace, r.node, r.gpu_request, r.cpu_request, r.mem_request_bytes, d.date,
+  greatest(r.run_from, d.day_start) AS run_from,
+  least(r.run_to, d.day_end)        AS run_to
+FROM runs r
+JOIN calendar d ON d.day_start < r.run_to AND d.day_end > r.run_from
