@@ -186,7 +186,9 @@ def main():
     w("")
     w("| target | measured | |")
     w("|---|---|---|")
-    w(f"| monthly chargeback no slower than DuckDB (ratio <= 1.0) | {'-' if ratio is None else f'{ratio:.2f}'} | {yes(ratio is not None and ratio <= 1.0)} |")
+    cb_gc, cb_dc = r("gpuledger-chargeback-cold.json"), r("duckdb-chargeback-cold.json")
+    ratio_cold = best(cb_gc, "chargeback") / best(cb_dc, "chargeback") if "error" not in cb_gc and "error" not in cb_dc else None
+    w(f"| monthly chargeback no slower than DuckDB (ratio <= 1.0), warm | {'-' if ratio is None else f'{ratio:.2f}'} (cold: {'-' if ratio_cold is None else f'{ratio_cold:.2f}'}) | {yes(ratio is not None and ratio <= 1.0)}{'' if ratio_cold is None or ratio_cold <= 1.0 else ' warm; cold missed'} |")
     w(f"| ... and from the samples alone (no rollups) | {'-' if ratio_s is None else f'{ratio_s:.2f}'} | {yes(ratio_s is not None and ratio_s <= 1.0)} |")
     w(f"| chargeback at least 50x faster than PromQL (query_range) | {promql:.0f}x on the month (PromQL extended from two slices; instant query: {est['instant'] / month_g:.0f}x) | {yes(promql >= 50)} |")
     w(f"| at most 1 byte per stored value (Prometheus TSDB here: {tsdb_bytes / samples:.2f}) | {bpv:.2f} | {yes(bpv <= 1.0)} |")
@@ -205,11 +207,18 @@ def main():
     w(f"| bytes per value, month | 1.67 | {bpv:.2f} | energy to 1 J, power to 0.1 W, framebuffer to 1 MiB (`src/lake/quantize.rs`, below the sensors' accuracy), energy BYTE_STREAM_SPLIT |")
     w(f"| PromQL query_range vs gpuledger chargeback | 0.8x (64-GPU slice) | {promql:.0f}x (month, PromQL extended from two slices) | the chargeback work above; PromQL measured at two sizes |")
     w("")
-    w("Where a target is still missed, the measured reason:")
-    w("")
+    missed = (ratio is not None and ratio > 1.0) or (ratio_cold is not None and ratio_cold > 1.0) or promql < 50 or bpv > 1.0 or rss >= 1024 or idle_failed
+    if missed:
+        w("Where a target is still missed, the measured reason:")
+        w("")
     if ratio is not None and ratio > 1.0:
-        w("- **chargeback vs DuckDB**: the per-bucket pass decodes the month's columns on two threads; DuckDB's")
-        w("  scan and aggregate of the same columns is as fast or faster on this machine.")
+        w("- **chargeback vs DuckDB (warm)**: both read the same 30 rollup files and run the same SQL; DataFusion's")
+        w("  joins and aggregates over the month's 826k bucket rows cost about what DuckDB's whole run costs.")
+    if ratio_cold is not None and ratio_cold > 1.0:
+        w("- **chargeback vs DuckDB (cold)**: one run in a fresh process right after the page cache is dropped;")
+        w("  gpuledger's first chargeback pays one-time costs its repeats do not (its code and the lake's footers")
+        w("  read back from disk, first allocations), while DuckDB's cold run stays near its warm time. Judged, as")
+        w("  on every run of this page, on the warm runs.")
     if promql < 50:
         w("- **vs PromQL**: gpuledger's month is fixed costs (planning the SQL steps, the pods' CPU and memory")
         w("  join) plus reading 30 rollup files; PromQL's time on the month is an estimate from two slices.")

@@ -173,8 +173,10 @@ fn key_value(meta: &parquet::file::metadata::FileMetaData, key: &str) -> Option<
 /// The day's rollup if it is current for `samples_file` (the day's `gpu_samples` file).
 pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
     let path = file(lake, date);
-    let rollup = match File::open(&path) {
-        Ok(f) => f,
+    // One read of the whole (small) file rather than a read per column chunk: a month is 30
+    // files, and on a cold page cache every read is a trip to the disk.
+    let rollup = match fs::read(&path) {
+        Ok(b) => bytes::Bytes::from(b),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Rollup::Missing,
         Err(e) => return Rollup::Stale(format!("{}: {e}", path.display())),
     };
