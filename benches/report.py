@@ -148,6 +148,8 @@ def main():
     w(f"{est['range']:.1f} s and the instant query {est['instant']:.1f} s (more than Prometheus' usual retention, too). gpuledger's")
     w(f"month, measured: {month_g:.2f} s in process, {cli_wall:.2f} s end to end with the CLI; so about {est['range'] / month_g:.0f}x")
     w(f"(query_range) and {est['instant'] / month_g:.0f}x (instant) faster in process, {est['range'] / cli_wall:.0f}x / {est['instant'] / cli_wall:.0f}x with process start.")
+    w("The slope from two small slices is itself noisy on this shared VM (between runs the month estimate has")
+    w("moved by a factor of two): compare orders of magnitude, not digits.")
     w("On the slices themselves both sides answer in a fraction of a second and fixed costs (planning the")
     w("chargeback's SQL steps; Prometheus' query set-up) decide.")
     w("")

@@ -11,7 +11,8 @@
 #   BENCH_PROM_GPUS / BENCH_PROM_GPUS2 / BENCH_PROM_DAYS: the two PromQL slices (64 and 128 GPUs x 7 days)
 #
 # Needs: cargo, python3 (venv), prometheus + promtool (Debian's prometheus package), about
-# 20 GB of free disk under BENCH_DIR (default /tmp/gpuledger-bench).
+# 30 GB of free disk under BENCH_DIR (default /tmp/gpuledger-bench; the 128-GPU slice's OpenMetrics
+# text is about 16 GB while it is loaded, 10 GB stays).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
