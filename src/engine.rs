@@ -398,10 +398,7 @@ pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params:
         ParamValues::Map(m) => m.is_empty(),
     };
     let df = if empty { df } else { df.with_param_values(params).map_err(q_err)? };
-    if std::env::var("GPULEDGER_EXPLAIN").is_ok_and(|v| v == name) {
-        let plan = df.clone().explain(false, true).map_err(q_err)?.collect().await.map_err(q_err)?;
-        eprintln!("{}", arrow::util::pretty::pretty_format_batches(&plan).unwrap());
-    }
+    explain_if_asked(name, &df).await.map_err(q_err)?;
     df.collect().await.map_err(q_err)
 }
 
@@ -412,12 +409,19 @@ pub async fn run_query_schema(ctx: &SessionContext, name: &str, sql: &str, param
     let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
     let df = if params.is_empty() { df } else { df.with_param_values(ParamValues::from(params)).map_err(q_err)? };
     let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-    if std::env::var("GPULEDGER_EXPLAIN").is_ok_and(|v| v == name) {
-        let plan = df.clone().explain(false, true).map_err(q_err)?.collect().await.map_err(q_err)?;
-        eprintln!("{}", arrow::util::pretty::pretty_format_batches(&plan).unwrap());
-    }
+    explain_if_asked(name, &df).await.map_err(q_err)?;
     let batches = df.collect().await.map_err(q_err)?;
     Ok((schema, batches))
+}
+
+/// With `GPULEDGER_EXPLAIN=<query name>`, prints that query's plan with its run-time metrics
+/// (`EXPLAIN ANALYZE`, which runs it once more) to stderr: for finding where a report's time goes.
+async fn explain_if_asked(name: &str, df: &datafusion::dataframe::DataFrame) -> std::result::Result<(), DataFusionError> {
+    if std::env::var("GPULEDGER_EXPLAIN").is_ok_and(|v| v == name) {
+        let plan = df.clone().explain(false, true)?.collect().await?;
+        eprintln!("{}", arrow::util::pretty::pretty_format_batches(&plan)?);
+    }
+    Ok(())
 }
 
 /// A timestamp parameter (milliseconds, UTC) for the report window.
