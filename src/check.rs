@@ -53,13 +53,24 @@ pub async fn check(config: &Config, config_origin: &str, lake: &Lake, queries: &
 fn check_lake(lake: &Lake) -> Vec<Finding> {
     let root = lake.root();
     let mut out = Vec::new();
-    if !root.exists() {
+    if !lake.is_local() {
+        // Object storage: list the prefix and write, read back and delete a probe object.
+        let probe = crate::collect::state::state_dir(lake).join(format!(".gpuledger-check-{}", std::process::id()));
+        let wrote = lake.publish(&probe, |w| w.write_all(b"probe")).and_then(|_| lake.read(&probe)).and_then(|b| {
+            lake.remove(&probe)?;
+            if &b[..] == b"probe" { Ok(()) } else { Err(std::io::Error::other("read back other bytes than written")) }
+        });
+        if let Err(e) = lake.list(root).and(wrote) {
+            out.push(finding(Status::Fail, "lake", format!("{}: cannot list, write and delete there: {e}", root.display())));
+            return out;
+        }
+    } else if !root.exists() {
         let parent = root.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let status = if writable(parent) { Status::Ok } else { Status::Fail };
         out.push(finding(status, "lake", format!("{} does not exist yet; {} will create it ({})", root.display(), "the first collect", if status == Status::Ok { "parent is writable" } else { "but its parent is not writable" })));
         return out;
     }
-    if !writable(root) {
+    if lake.is_local() && !writable(root) {
         out.push(finding(Status::Fail, "lake", format!("{} is not writable by this user", root.display())));
         return out;
     }
@@ -88,7 +99,7 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
             ),
         });
     }
-    match crate::collect::state::Checkpoints::load(root) {
+    match crate::collect::state::Checkpoints::load(lake) {
         Ok(c) if c.sources.is_empty() => out.push(finding(Status::Ok, "checkpoints", "none yet (the first collect starts prometheus.initial_days back)")),
         Ok(c) => out.push(finding(Status::Ok, "checkpoints", c.sources.iter().map(|(k, v)| format!("{k} at {v}")).collect::<Vec<_>>().join(", "))),
         Err(e) => out.push(finding(Status::Fail, "checkpoints", e.to_string())),

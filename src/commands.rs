@@ -73,8 +73,9 @@ fn resolve(cli: &Cli) -> Result<Context_> {
             return Err(UsageError(format!("queries folder {} does not exist", dir.display())).into());
         }
     }
+    let lake = Lake::open(&config.lake.path, &config.lake.s3).map_err(|e| UsageError(e.to_string()))?;
     Ok(Context_ {
-        lake: Lake::new(config.lake.path.clone()),
+        lake,
         queries: Queries::new(queries_dir.as_deref()),
         session: SessionBuilder::from_config(&config),
         progress: cli.progress,
@@ -401,7 +402,7 @@ fn rollup_cmd(ctx: &Context_, args: &RollupArgs) -> Result<()> {
     if first > last {
         return Err(UsageError(format!("--from {first} is after --to {last}")).into());
     }
-    let _lock = crate::collect::state::LakeLock::acquire(ctx.lake.root(), "rollup")?;
+    let _lock = crate::collect::state::LakeLock::acquire(&ctx.lake, "rollup")?;
     let in_range = days.iter().filter(|d| **d >= first && **d <= last).count();
     let progress = Progress::new(ctx.progress, "rollup days", in_range as u64);
     let t = Instant::now();

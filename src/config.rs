@@ -177,7 +177,36 @@ impl Default for RunConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LakeConfig {
+    /// A local folder, or `s3://bucket/prefix` for S3-compatible object storage.
     pub path: PathBuf,
+    /// Settings for an `s3://` lake (credentials come from the environment or `credentials_file`).
+    pub s3: S3Config,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct S3Config {
+    /// The S3 API's address for S3-compatible stores (MinIO, Ceph, R2, ...); AWS when absent.
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    /// Path-style requests (`endpoint/bucket/key`), which most S3-compatible stores need.
+    pub path_style: bool,
+    /// Allow a plain-HTTP endpoint.
+    pub allow_http: bool,
+    /// An AWS shared-credentials file (`[profile]` with `aws_access_key_id`, ...); without it the
+    /// environment's `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN` are used.
+    pub credentials_file: Option<PathBuf>,
+    /// The profile to read from `credentials_file` (default `default`).
+    pub profile: Option<String>,
+    /// The lake lock's lease: a holder renews it every third of this; a crashed holder's lock
+    /// is taken over once it has run out.
+    pub lock_ttl_secs: u64,
+}
+
+impl Default for S3Config {
+    fn default() -> Self {
+        S3Config { endpoint: None, region: None, path_style: false, allow_http: false, credentials_file: None, profile: None, lock_ttl_secs: 300 }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -401,7 +430,7 @@ fn epoch_date() -> NaiveDate {
 
 impl Default for LakeConfig {
     fn default() -> Self {
-        LakeConfig { path: PathBuf::from("lake") }
+        LakeConfig { path: PathBuf::from("lake"), s3: S3Config::default() }
     }
 }
 
@@ -502,13 +531,13 @@ impl Config {
                 let mut config = Config::parse(&text, &path.display().to_string())?;
                 // Relative paths in a config file are relative to the file.
                 let base = path.parent().unwrap_or(Path::new(""));
-                if config.lake.path.is_relative() {
+                if config.lake.path.is_relative() && !crate::lake::store::is_url(&config.lake.path) {
                     config.lake.path = base.join(&config.lake.path);
                 }
                 if config.run.reports_dir.is_relative() {
                     config.run.reports_dir = base.join(&config.run.reports_dir);
                 }
-                for p in [&mut config.queries.dir, &mut config.prometheus.bearer_token_file, &mut config.prometheus.basic_auth_password_file, &mut config.prometheus.ca_file] {
+                for p in [&mut config.queries.dir, &mut config.lake.s3.credentials_file, &mut config.prometheus.bearer_token_file, &mut config.prometheus.basic_auth_password_file, &mut config.prometheus.ca_file] {
                     if let Some(dir) = p.as_mut().filter(|d| d.is_relative()) {
                         *dir = base.join(&*dir);
                     }

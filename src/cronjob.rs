@@ -135,7 +135,7 @@ pub async fn run(
     plan: &RunPlan,
 ) -> Result<(RunOutcome, Option<IncompleteData>)> {
     let t0 = Instant::now();
-    let _lock = LakeLock::acquire(lake.root(), "run")?;
+    let _lock = LakeLock::acquire(lake, "run")?;
     let collected = if plan.collect {
         let cfg = &config.prometheus;
         let (from, to) = crate::collect::resolve_window(lake, cfg, None, None, Utc::now())?;

@@ -115,6 +115,11 @@ impl SessionBuilder {
             runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(bytes)));
         }
         let runtime = runtime.build_arc().map_err(|e| EngineError::Setup(e.to_string()))?;
+        #[cfg(feature = "s3")]
+        if let Some(crate::lake::store::Store::S3(s3)) = lake.map(|l| l.store()) {
+            let (url, store) = s3.datafusion_store().map_err(|e| EngineError::Setup(e.to_string()))?;
+            runtime.register_object_store(&url, store);
+        }
         Ok(SessionContext::new_with_config_rt(config, runtime))
     }
 }
@@ -135,7 +140,7 @@ async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) ->
         ctx.register_table(table.name(), Arc::new(empty)).map_err(reg_err)?;
         return Ok(());
     }
-    let dir = std::path::absolute(&dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))?;
+    let dir = if lake.is_local() { std::path::absolute(&dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))? } else { dir };
     let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
     let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
         .with_file_extension(".parquet")

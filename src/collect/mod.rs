@@ -88,7 +88,7 @@ pub fn resolve_window(
     let from_ms = match from {
         Some(f) => f.timestamp_millis(),
         None => {
-            let cps = Checkpoints::load(lake.root())?;
+            let cps = Checkpoints::load(lake)?;
             match SOURCES.iter().filter_map(|s| cps.get(s)).min() {
                 Some(t) => t.timestamp_millis(),
                 None => (now.timestamp_millis() - cfg.initial_days as i64 * DAY_MS).div_euclid(DAY_MS) * DAY_MS,
@@ -100,7 +100,7 @@ pub fn resolve_window(
 
 /// Runs one collection over `[from, to)`.
 pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, progress: ProgressMode) -> Result<CollectSummary> {
-    let _lock = LakeLock::acquire(lake.root(), "collect")?;
+    let _lock = LakeLock::acquire(lake, "collect")?;
     let removed = lake.clean_orphans().map_err(|source| WriteError::Io { path: lake.root().to_path_buf(), source })?;
     if removed > 0 {
         tracing::warn!("removed {removed} temp files left by an interrupted writer");
@@ -231,14 +231,14 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     summary.write_secs = t1.elapsed().as_secs_f64();
 
     // 4. Only now advance the checkpoints.
-    let mut cps = Checkpoints::load(lake.root())?;
+    let mut cps = Checkpoints::load(lake)?;
     let to_t = DateTime::from_timestamp_millis(to).expect("valid");
     for s in SOURCES {
         if cps.get(s).is_none_or(|t| t < to_t) {
             cps.set(s, to_t);
         }
     }
-    cps.save(lake.root())?;
+    cps.save(lake)?;
     Ok(summary)
 }
 

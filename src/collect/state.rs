@@ -1,24 +1,30 @@
 //! The collector's state in the lake (`<lake>/_state/`): a checkpoint per source and a lock
-//! that stops two collectors on one lake (holder's pid; a dead holder's lock is taken over).
+//! that stops two jobs on one lake. On a local disk the lock is a file created exclusively,
+//! holding its pid (a dead holder's lock is taken over). On object storage, where no pid can be
+//! checked, it is a lease: an object created with a conditional PUT, renewed by its holder every
+//! third of `lake.s3.lock_ttl_secs` and taken over (again conditionally, so only one taker wins)
+//! once it has run out or its holder on this host is gone.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::lake::Lake;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("another gpuledger {job} (pid {pid}) holds {path}; wait for it or remove the file if that process is gone")]
-    Locked { job: String, pid: u32, path: PathBuf },
+    #[error("another gpuledger {job} ({holder}) holds {path}; wait for it, or remove it if that process is gone")]
+    Locked { job: String, holder: String, path: PathBuf },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: corrupt checkpoint: {message}")]
     Corrupt { path: PathBuf, message: String },
 }
 
-pub fn state_dir(lake_root: &Path) -> PathBuf {
-    lake_root.join("_state")
+pub fn state_dir(lake: &Lake) -> PathBuf {
+    lake.root().join("_state")
 }
 
 /// Collected up to (exclusive, ms) per source.
@@ -28,14 +34,14 @@ pub struct Checkpoints {
 }
 
 impl Checkpoints {
-    fn path(lake_root: &Path) -> PathBuf {
-        state_dir(lake_root).join("checkpoints.json")
+    fn path(lake: &Lake) -> PathBuf {
+        state_dir(lake).join("checkpoints.json")
     }
 
-    pub fn load(lake_root: &Path) -> Result<Checkpoints, StateError> {
-        let path = Self::path(lake_root);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| StateError::Corrupt { path, message: e.to_string() }),
+    pub fn load(lake: &Lake) -> Result<Checkpoints, StateError> {
+        let path = Self::path(lake);
+        match lake.read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| StateError::Corrupt { path, message: e.to_string() }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Checkpoints::default()),
             Err(source) => Err(StateError::Io { path, source }),
         }
@@ -49,18 +55,25 @@ impl Checkpoints {
         self.sources.insert(source.to_string(), t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     }
 
-    /// Saved atomically (temp file, fsync, rename).
-    pub fn save(&self, lake_root: &Path) -> Result<(), StateError> {
-        let path = Self::path(lake_root);
+    /// Saved atomically (as every lake file).
+    pub fn save(&self, lake: &Lake) -> Result<(), StateError> {
+        let path = Self::path(lake);
         let text = serde_json::to_string_pretty(self).expect("json") + "\n";
-        crate::report::write_atomic(&path, text.as_bytes()).map_err(|e| StateError::Io { path, source: std::io::Error::other(e.to_string()) })
+        lake.publish(&path, |out| out.write_all(text.as_bytes())).map_err(|source| StateError::Io { path, source })
     }
 }
 
-/// Held while a job (`collect`, `run`) works on the lake; removed on drop.
+/// Held while a job (`collect`, `run`, `rollup`) works on the lake; released on drop.
 #[derive(Debug)]
 pub struct LakeLock {
-    path: PathBuf,
+    held: Held,
+}
+
+#[derive(Debug)]
+enum Held {
+    File(PathBuf),
+    #[cfg(feature = "s3")]
+    Lease(lease::Lease),
 }
 
 fn alive(pid: u32) -> bool {
@@ -74,23 +87,33 @@ fn alive(pid: u32) -> bool {
 
 impl LakeLock {
     /// Takes `<lake>/_state/<job>.lock`, or fails with `StateError::Locked` while a live
-    /// process holds it; a dead holder's lock is taken over.
-    pub fn acquire(lake_root: &Path, job: &str) -> Result<LakeLock, StateError> {
-        let dir = state_dir(lake_root);
+    /// holder has it; a dead holder's lock is taken over.
+    pub fn acquire(lake: &Lake, job: &str) -> Result<LakeLock, StateError> {
+        let path = state_dir(lake).join(format!("{job}.lock"));
+        match lake.store() {
+            crate::lake::store::Store::Local => Self::acquire_file(path, job).map(|p| LakeLock { held: Held::File(p) }),
+            #[cfg(feature = "s3")]
+            crate::lake::store::Store::S3(s3) => lease::Lease::acquire(lake, std::sync::Arc::clone(s3), path, job).map(|l| LakeLock { held: Held::Lease(l) }),
+        }
+    }
+
+    fn acquire_file(path: PathBuf, job: &str) -> Result<PathBuf, StateError> {
+        let dir = path.parent().expect("lock file has a folder").to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|source| StateError::Io { path: dir.clone(), source })?;
-        let path = dir.join(format!("{job}.lock"));
         for _ in 0..3 {
             match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(mut f) => {
                     let io = |source| StateError::Io { path: path.clone(), source };
                     writeln!(f, "{}", std::process::id()).map_err(io)?;
                     f.sync_all().map_err(io)?;
-                    return Ok(LakeLock { path });
+                    return Ok(path);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok());
                     match holder {
-                        Some(pid) if pid != std::process::id() && alive(pid) => return Err(StateError::Locked { job: job.to_string(), pid, path }),
+                        Some(pid) if pid != std::process::id() && alive(pid) => {
+                            return Err(StateError::Locked { job: job.to_string(), holder: format!("pid {pid}"), path })
+                        }
                         _ => {
                             tracing::warn!("taking over a stale lock {} (holder {:?} is gone)", path.display(), holder);
                             let _ = std::fs::remove_file(&path);
@@ -106,7 +129,132 @@ impl LakeLock {
 
 impl Drop for LakeLock {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        match &mut self.held {
+            Held::File(path) => {
+                let _ = std::fs::remove_file(path);
+            }
+            #[cfg(feature = "s3")]
+            Held::Lease(lease) => lease.release(),
+        }
+    }
+}
+
+#[cfg(feature = "s3")]
+mod lease {
+    use std::path::PathBuf;
+    use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+    use std::sync::Arc;
+    use std::thread::JoinHandle;
+
+    use chrono::{DateTime, SecondsFormat, Utc};
+    use serde::{Deserialize, Serialize};
+
+    use super::StateError;
+    use crate::lake::s3::S3Store;
+    use crate::lake::Lake;
+
+    /// What the lock object says.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Record {
+        job: String,
+        host: String,
+        pid: u32,
+        acquired: String,
+        expires: String,
+    }
+
+    fn host() -> String {
+        let mut buf = [0u8; 256];
+        let r = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+        if r != 0 {
+            return "unknown".into();
+        }
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    }
+
+    #[derive(Debug)]
+    pub struct Lease {
+        store: Arc<S3Store>,
+        rel: PathBuf,
+        path: PathBuf,
+        stop: Option<Sender<()>>,
+        renewer: Option<JoinHandle<String>>,
+    }
+
+    impl Lease {
+        pub fn acquire(lake: &Lake, store: Arc<S3Store>, path: PathBuf, job: &str) -> Result<Lease, StateError> {
+            let rel = path.strip_prefix(lake.root()).expect("lock inside the lake").to_path_buf();
+            let io = |source| StateError::Io { path: path.clone(), source };
+            let ttl = chrono::Duration::from_std(store.lock_ttl).expect("lease fits");
+            let acquired = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
+            let job_name = job.to_string();
+            let record = move |now: DateTime<Utc>| {
+                let r = Record { job: job_name.clone(), host: host(), pid: std::process::id(), acquired: acquired.clone(), expires: (now + ttl).to_rfc3339_opts(SecondsFormat::Millis, true) };
+                serde_json::to_vec_pretty(&r).expect("json")
+            };
+            for _ in 0..5 {
+                if let Some(tag) = store.create(&rel, record(Utc::now())).map_err(io)? {
+                    return Ok(Lease::start(store, rel, path, tag, Box::new(record)));
+                }
+                let Some((bytes, tag)) = store.read_versioned(&rel).map_err(io)? else { continue };
+                let held: Option<Record> = serde_json::from_slice(&bytes).ok();
+                let expired = held.as_ref().is_none_or(|h| DateTime::parse_from_rfc3339(&h.expires).map_or(true, |t| t < Utc::now()));
+                let gone = held.as_ref().is_some_and(|h| h.host == host() && h.pid != std::process::id() && !super::alive(h.pid));
+                if !(expired || gone) {
+                    let h = held.expect("a live lease parsed");
+                    return Err(StateError::Locked { job: job.to_string(), holder: format!("pid {} on {}, lease until {}", h.pid, h.host, h.expires), path });
+                }
+                tracing::warn!("taking over the lake lock {} (its holder's lease ran out or it is gone)", path.display());
+                if let Some(tag) = store.replace(&rel, &tag, record(Utc::now())).map_err(io)? {
+                    return Ok(Lease::start(store, rel, path, tag, Box::new(record)));
+                }
+            }
+            Err(StateError::Io { path, source: std::io::Error::other("the lock kept changing hands; try again") })
+        }
+
+        /// Starts the thread that renews the lease every third of its length.
+        fn start(store: Arc<S3Store>, rel: PathBuf, path: PathBuf, mut tag: String, record: Box<dyn Fn(DateTime<Utc>) -> Vec<u8> + Send>) -> Lease {
+            let (stop, stopped) = channel::<()>();
+            let every = store.lock_ttl / 3;
+            let (s, r, p) = (Arc::clone(&store), rel.clone(), path.clone());
+            let renewer = std::thread::Builder::new()
+                .name("lake-lock".into())
+                .spawn(move || {
+                    loop {
+                        match stopped.recv_timeout(every) {
+                            Err(RecvTimeoutError::Timeout) => match s.replace(&r, &tag, record(Utc::now())) {
+                                Ok(Some(new)) => tag = new,
+                                Ok(None) => {
+                                    tracing::error!("lost the lake lock {}: another job took it over; this job's writes may now race with it", p.display());
+                                    return String::new();
+                                }
+                                Err(e) => tracing::warn!("renewing the lake lock {}: {e} (will retry)", p.display()),
+                            },
+                            _ => return tag,
+                        }
+                    }
+                })
+                .ok();
+            Lease { store, rel, path, stop: Some(stop), renewer }
+        }
+
+        /// Stops renewing and deletes the lock object if it is still ours.
+        pub fn release(&mut self) {
+            drop(self.stop.take());
+            let tag = self.renewer.take().and_then(|h| h.join().ok()).unwrap_or_default();
+            if tag.is_empty() {
+                return;
+            }
+            match self.store.read_versioned(&self.rel) {
+                Ok(Some((_, now))) if now == tag => {
+                    if let Err(e) = self.store.remove(&self.rel) {
+                        tracing::warn!("releasing the lake lock {}: {e}", self.path.display());
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 }
 
@@ -117,14 +265,15 @@ mod tests {
     #[test]
     fn lock_excludes_a_live_holder_and_recovers_a_dead_one() {
         let dir = tempfile::tempdir().unwrap();
-        let lock = LakeLock::acquire(dir.path(), "collect").unwrap();
+        let lake = Lake::new(dir.path());
+        let lock = LakeLock::acquire(&lake, "collect").unwrap();
         // A live other process (our parent shell/test runner) holding it: refused.
         std::fs::write(dir.path().join("_state/collect.lock"), format!("{}\n", std::os::unix::process::parent_id())).unwrap();
-        let e = LakeLock::acquire(dir.path(), "collect").unwrap_err().to_string();
+        let e = LakeLock::acquire(&lake, "collect").unwrap_err().to_string();
         assert!(e.contains("another gpuledger collect"), "{e}");
         // A pid that cannot exist: stale, taken over.
         std::fs::write(dir.path().join("_state/collect.lock"), "4194304\n").unwrap();
-        let again = LakeLock::acquire(dir.path(), "collect").unwrap();
+        let again = LakeLock::acquire(&lake, "collect").unwrap();
         drop(again);
         drop(lock);
         assert!(!dir.path().join("_state/collect.lock").exists());
@@ -133,11 +282,12 @@ mod tests {
     #[test]
     fn checkpoints_round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = Checkpoints::load(dir.path()).unwrap();
+        let lake = Lake::new(dir.path());
+        let mut c = Checkpoints::load(&lake).unwrap();
         assert!(c.get("dcgm").is_none());
         let t = chrono::DateTime::parse_from_rfc3339("2026-10-05T00:00:00Z").unwrap().with_timezone(&chrono::Utc);
         c.set("dcgm", t);
-        c.save(dir.path()).unwrap();
-        assert_eq!(Checkpoints::load(dir.path()).unwrap().get("dcgm"), Some(t));
+        c.save(&lake).unwrap();
+        assert_eq!(Checkpoints::load(&lake).unwrap().get("dcgm"), Some(t));
     }
 }

@@ -3,13 +3,13 @@
 //! One file per table and day, with a name derived from the day alone, so rewriting a day
 //! replaces it through one atomic rename and can never leave two copies of a row.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
 
 use super::schema::Table;
+use super::store::Store;
 
 /// Suffix of files being written; a crash leaves only these behind and they are never read.
 pub const TEMP_SUFFIX: &str = ".parquet.tmp";
@@ -17,11 +17,21 @@ pub const TEMP_SUFFIX: &str = ".parquet.tmp";
 #[derive(Debug, Clone)]
 pub struct Lake {
     root: PathBuf,
+    store: Store,
 }
 
 impl Lake {
+    /// A lake in a local folder.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Lake { root: root.into() }
+        Lake { root: root.into(), store: Store::Local }
+    }
+
+    pub(crate) fn with_store(root: PathBuf, store: Store) -> Self {
+        Lake { root, store }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     pub fn root(&self) -> &Path {
@@ -43,16 +53,8 @@ impl Lake {
 
     /// The days a table holds, sorted (directory listings are unordered).
     pub fn dates(&self, table: Table) -> io::Result<Vec<NaiveDate>> {
-        let dir = self.table_dir(table);
         let mut dates = Vec::new();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(dates),
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            let name = entry?.file_name();
-            let name = name.to_string_lossy();
+        for name in self.list(&self.table_dir(table))? {
             if let Some(d) = name.strip_prefix("date=") {
                 if let Ok(date) = NaiveDate::parse_from_str(d, "%Y-%m-%d") {
                     dates.push(date);
@@ -63,28 +65,19 @@ impl Lake {
         Ok(dates)
     }
 
-    /// Removes temp files left by a writer that was killed; returns how many it removed.
+    /// Removes temp files left by a writer that was killed; returns how many it removed (none on
+    /// object storage, where a file is one PUT and a killed writer leaves nothing).
     pub fn clean_orphans(&self) -> io::Result<usize> {
         let mut dirs = Vec::new();
         for table in Table::ALL {
             dirs.extend(self.dates(table)?.into_iter().map(|d| self.partition_dir(table, d)));
         }
         let rollups = super::rollup::dir(self);
-        match fs::read_dir(&rollups) {
-            Ok(entries) => {
-                for entry in entries {
-                    dirs.push(entry?.path());
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+        dirs.extend(self.list(&rollups)?.into_iter().map(|name| rollups.join(name)));
         let mut removed = 0;
-        for dir in dirs.into_iter().filter(|d| d.is_dir()) {
-            for entry in fs::read_dir(&dir)? {
-                let path = entry?.path();
-                if path.to_string_lossy().ends_with(TEMP_SUFFIX) {
-                    fs::remove_file(&path)?;
+        for dir in dirs {
+            for name in self.list(&dir)? {
+                if name.ends_with(TEMP_SUFFIX) && self.remove(&dir.join(name))? {
                     removed += 1;
                 }
             }
@@ -96,12 +89,8 @@ impl Lake {
     pub fn files(&self, table: Table) -> io::Result<Vec<PathBuf>> {
         let mut files = Vec::new();
         for date in self.dates(table)? {
-            let mut day: Vec<PathBuf> = fs::read_dir(self.partition_dir(table, date))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-                .collect();
-            day.sort();
-            files.extend(day);
+            let dir = self.partition_dir(table, date);
+            files.extend(self.list(&dir)?.into_iter().filter(|n| n.ends_with(".parquet")).map(|n| dir.join(n)));
         }
         Ok(files)
     }

@@ -1,6 +1,6 @@
 //! The Parquet lake: one explicit schema per table (`schema`), the on-disk layout
 //! (`layout`), the atomic writer (`writer`) and the 15-minute rollup it keeps of
-//! `gpu_samples` (`buckets`, `rollup`).
+//! `gpu_samples` (`buckets`, `rollup`), on a local disk or object storage (`store`, `s3`).
 
 pub mod buckets;
 pub mod import;
@@ -10,8 +10,11 @@ pub mod quantize;
 pub mod reader;
 pub mod rollup;
 pub mod rows;
+#[cfg(feature = "s3")]
+pub mod s3;
 pub mod scan;
 pub mod schema;
+pub mod store;
 pub mod writer;
 
 pub use layout::Lake;

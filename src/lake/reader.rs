@@ -1,7 +1,5 @@
 //! Reads one published partition back (for merging a re-collected window into a day).
 
-use std::fs::File;
-
 use arrow::array::RecordBatch;
 use arrow::compute::concat_batches;
 use chrono::NaiveDate;
@@ -12,7 +10,7 @@ use super::{Lake, Table, WriteError};
 /// The rows of `table` for `date`, or None when the day has no file yet.
 pub fn read_partition(lake: &Lake, table: Table, date: NaiveDate) -> Result<Option<RecordBatch>, WriteError> {
     let path = lake.partition_file(table, date);
-    let file = match File::open(&path) {
+    let file = match lake.open_file(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(WriteError::Io { path, source }),

@@ -11,7 +11,6 @@
 //! never one paired with other samples. The leading underscore keeps the folder out of Hive-style
 //! readers (Spark, Trino, DuckDB globs over `*/date=*`) that scan the lake's tables.
 
-use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -22,10 +21,9 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
-use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::buckets::{self, BUCKET_MS};
-use super::layout::{Lake, TEMP_SUFFIX};
+use super::layout::Lake;
 use super::writer::WriteError;
 
 /// The rollups' folder under the lake root.
@@ -50,29 +48,16 @@ pub fn file(lake: &Lake, date: NaiveDate) -> PathBuf {
     partition_dir(lake, date).join(format!("gpu_buckets-{}.parquet", date.format("%Y-%m-%d")))
 }
 
-/// Removes the day's rollup (if any), durably: called before the day's samples are replaced.
-pub fn remove(lake: &Lake, date: NaiveDate) -> io::Result<()> {
-    let path = file(lake, date);
-    match fs::remove_file(&path) {
-        Ok(()) => File::open(partition_dir(lake, date))?.sync_all(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 /// Sums `samples` (the day's rows as just published at `samples_file`) and publishes them as
-/// the day's rollup (temp file, fsync, rename), naming the source file's rows and bytes.
+/// the day's rollup (atomically, as every lake file), naming the source file's rows and bytes.
 pub fn write(lake: &Lake, date: NaiveDate, samples: &RecordBatch, samples_file: &Path) -> Result<PathBuf, WriteError> {
     let sums = buckets::sum_batch(samples_file, samples).map_err(|e| WriteError::Rollup { date, detail: e.to_string() })?;
     write_sums(lake, date, &sums, samples.num_rows() as u64, samples_file)
 }
 
 fn write_sums(lake: &Lake, date: NaiveDate, sums: &RecordBatch, source_rows: u64, samples_file: &Path) -> Result<PathBuf, WriteError> {
-    let source_bytes = fs::metadata(samples_file).map_err(|source| WriteError::Io { path: samples_file.to_path_buf(), source })?.len();
-    let dir = partition_dir(lake, date);
-    fs::create_dir_all(&dir).map_err(|source| WriteError::Io { path: dir.clone(), source })?;
+    let source_bytes = lake.file_len(samples_file).map_err(|source| WriteError::Io { path: samples_file.to_path_buf(), source })?;
     let final_path = file(lake, date);
-    let tmp_path = PathBuf::from(format!("{}{}", final_path.with_extension("").display(), TEMP_SUFFIX));
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid zstd level")))
         .set_dictionary_enabled(true)
@@ -84,20 +69,12 @@ fn write_sums(lake: &Lake, date: NaiveDate, sums: &RecordBatch, source_rows: u64
             KeyValue::new(KEY_SOURCE_BYTES.into(), source_bytes.to_string()),
         ]))
         .build();
-    let written = (|| -> Result<(), WriteError> {
-        let pq_err = |source| WriteError::Parquet { path: tmp_path.clone(), source };
-        let out = File::create(&tmp_path).map_err(|source| WriteError::Io { path: tmp_path.clone(), source })?;
-        let mut writer = ArrowWriter::try_new(out, buckets::schema(), Some(props)).map_err(pq_err)?;
-        writer.write(sums).map_err(pq_err)?;
-        let out = writer.into_inner().map_err(pq_err)?;
-        out.sync_all().map_err(|source| WriteError::Io { path: tmp_path.clone(), source })
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp_path);
-    }
-    written?;
-    fs::rename(&tmp_path, &final_path).map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
-    File::open(&dir).and_then(|d| d.sync_all()).map_err(|source| WriteError::Io { path: dir.clone(), source })?;
+    lake.publish(&final_path, |out| {
+        let mut writer = ArrowWriter::try_new(out, buckets::schema(), Some(props)).map_err(io::Error::other)?;
+        writer.write(sums).map_err(io::Error::other)?;
+        writer.close().map(|_| ()).map_err(io::Error::other)
+    })
+    .map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
     Ok(final_path)
 }
 
@@ -128,7 +105,7 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
             continue;
         }
         let samples = lake.partition_file(super::Table::GpuSamples, date);
-        if !samples.exists() {
+        if !lake.exists(&samples) {
             continue;
         }
         if !force {
@@ -143,7 +120,7 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
             }
         }
         let strings = std::sync::Mutex::new(super::intern::Interner::default());
-        let parts = super::scan::fold_files(std::slice::from_ref(&samples), &buckets::COLUMNS, 1, buckets::BucketSums::default, |g, path, b| {
+        let parts = super::scan::fold_files(lake, std::slice::from_ref(&samples), &buckets::COLUMNS, 1, buckets::BucketSums::default, |g, path, b| {
             g.add(&strings, path, &b, i64::MIN, i64::MAX)
         })?;
         let rows = parts.iter().map(|g| g.rows).sum();
@@ -175,13 +152,13 @@ pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
     let path = file(lake, date);
     // One read of the whole (small) file rather than a read per column chunk: a month is 30
     // files, and on a cold page cache every read is a trip to the disk.
-    let rollup = match fs::read(&path) {
-        Ok(b) => bytes::Bytes::from(b),
+    let rollup = match lake.read(&path) {
+        Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Rollup::Missing,
         Err(e) => return Rollup::Stale(format!("{}: {e}", path.display())),
     };
     let read = ParquetRecordBatchReaderBuilder::try_new(rollup).map_err(|e| e.to_string()).and_then(|builder| {
-        matches_source(builder.metadata().file_metadata(), samples_file)?;
+        matches_source(lake, builder.metadata().file_metadata(), samples_file)?;
         if builder.schema().fields() != buckets::schema().fields() {
             return Err("columns differ from the rollup schema".to_string());
         }
@@ -195,19 +172,16 @@ pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
 
 /// Whether the day's rollup is current, from its footer alone (for `gpuledger check`).
 pub fn is_current(lake: &Lake, date: NaiveDate, samples_file: &Path) -> bool {
-    File::open(file(lake, date))
-        .ok()
-        .and_then(|f| SerializedFileReader::new(f).ok())
-        .is_some_and(|r| {
-            let meta = r.metadata().file_metadata();
-            let columns = parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata());
-            matches_source(meta, samples_file).is_ok() && columns.is_ok_and(|c| c.fields() == buckets::schema().fields())
-        })
+    lake.footer(&file(lake, date)).is_ok_and(|r| {
+        let meta = r.file_metadata();
+        let columns = parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata());
+        matches_source(lake, meta, samples_file).is_ok() && columns.is_ok_and(|c| c.fields() == buckets::schema().fields())
+    })
 }
 
 /// The rollup's key/value metadata names this version, this bucket width and `samples_file`
 /// as it is on disk now (row count and size).
-fn matches_source(meta: &parquet::file::metadata::FileMetaData, samples_file: &Path) -> Result<(), String> {
+fn matches_source(lake: &Lake, meta: &parquet::file::metadata::FileMetaData, samples_file: &Path) -> Result<(), String> {
     let expect = |key: &str, want: String| -> Result<(), String> {
         match key_value(meta, key) {
             Some(v) if v == want => Ok(()),
@@ -217,9 +191,8 @@ fn matches_source(meta: &parquet::file::metadata::FileMetaData, samples_file: &P
     };
     expect(KEY_VERSION, ROLLUP_VERSION.to_string())?;
     expect(KEY_BUCKET_MS, BUCKET_MS.to_string())?;
-    let source_bytes = fs::metadata(samples_file).map_err(|e| format!("{}: {e}", samples_file.display()))?.len();
+    let source_bytes = lake.file_len(samples_file).map_err(|e| format!("{}: {e}", samples_file.display()))?;
     expect(KEY_SOURCE_BYTES, source_bytes.to_string())?;
-    let source = File::open(samples_file).map_err(|e| format!("{}: {e}", samples_file.display()))?;
-    let source_rows = SerializedFileReader::new(source).map_err(|e| format!("{}: {e}", samples_file.display()))?.metadata().file_metadata().num_rows();
+    let source_rows = lake.footer(samples_file)?.file_metadata().num_rows();
     expect(KEY_SOURCE_ROWS, source_rows.to_string())
 }

@@ -5,7 +5,6 @@
 //! in memory, whatever the size of the month. `fold_files` reads several files at once for
 //! questions that do not depend on row order.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
@@ -42,12 +41,13 @@ impl OrderedScan {
     pub fn start(lake: &Lake, table: Table, first: NaiveDate, last: NaiveDate, columns: &[&str]) -> Result<OrderedScan, ScanError> {
         let files = day_files(lake, table, first, last)?;
         let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let reader_lake = lake.clone();
         let (tx, rx) = sync_channel(READ_AHEAD);
         let reader = std::thread::Builder::new()
             .name("lake-scan".into())
             .spawn(move || {
                 for path in files {
-                    let sent = read_file(&path, &columns, |batch| tx.send(Ok((path.clone(), batch))).is_ok());
+                    let sent = read_file(&reader_lake, &path, &columns, |batch| tx.send(Ok((path.clone(), batch))).is_ok());
                     match sent {
                         Ok(true) => {}
                         Ok(false) => return,
@@ -89,7 +89,7 @@ pub fn day_files(lake: &Lake, table: Table, first: NaiveDate, last: NaiveDate) -
         .into_iter()
         .filter(|d| *d >= first && *d <= last)
         .map(|d| lake.partition_file(table, d))
-        .filter(|p| p.exists())
+        .filter(|p| lake.exists(p))
         .collect())
 }
 
@@ -97,6 +97,7 @@ pub fn day_files(lake: &Lake, table: Table, first: NaiveDate, last: NaiveDate) -
 /// thread folds its batches into its own state (from `init`), and the states come back for the
 /// caller to merge. For questions whose answer does not depend on row order (sums).
 pub fn fold_files<S, E>(
+    lake: &Lake,
     files: &[PathBuf],
     columns: &[&str],
     threads: usize,
@@ -119,7 +120,7 @@ where
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(path) = files.get(i) else { return Ok(state) };
                         let mut failed = None;
-                        read_file(path, &columns, |batch| match fold(&mut state, path, batch) {
+                        read_file(lake, path, &columns, |batch| match fold(&mut state, path, batch) {
                             Ok(()) => true,
                             Err(e) => {
                                 failed = Some(e);
@@ -138,9 +139,9 @@ where
 }
 
 /// Decodes `path`'s `columns` batch by batch into `sink`; Ok(false) when the sink hung up.
-fn read_file(path: &PathBuf, columns: &[String], mut sink: impl FnMut(RecordBatch) -> bool) -> Result<bool, ScanError> {
+fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnMut(RecordBatch) -> bool) -> Result<bool, ScanError> {
     let read_err = |detail: String| ScanError::Read { path: path.clone(), detail };
-    let file = File::open(path).map_err(|e| read_err(e.to_string()))?;
+    let file = lake.open_file(path).map_err(|e| read_err(e.to_string()))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| read_err(e.to_string()))?;
     let schema = builder.schema().clone();
     let mut roots = Vec::with_capacity(columns.len());

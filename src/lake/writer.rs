@@ -2,11 +2,10 @@
 //! the lake's resolution (`quantize`), rows sorted before `sorting_columns` is declared, ZSTD,
 //! delta-encoded timestamps without dictionary, byte-stream-split energy, dictionary-encoded
 //! labels and gauges, ~128k-row groups, schema version and window in key/value
-//! metadata; published with `.tmp` + fsync + rename.
+//! metadata; published atomically through `store` (locally `.tmp` + fsync + rename, on S3 one PUT).
 
-use std::fs::{self, File};
-use std::io;
-use std::path::{Path, PathBuf};
+use std::io::{self, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -20,7 +19,7 @@ use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
-use super::layout::{Lake, TEMP_SUFFIX};
+use super::layout::Lake;
 use super::schema::{Table, SCHEMA_VERSION};
 
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
@@ -71,25 +70,16 @@ pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &Recor
         source,
     })?;
 
-    let dir = lake.partition_dir(table, date);
-    fs::create_dir_all(&dir).map_err(|source| WriteError::Io { path: dir.clone(), source })?;
     let final_path = lake.partition_file(table, date);
-    let tmp_path = PathBuf::from(format!("{}{}", final_path.with_extension("").display(), TEMP_SUFFIX));
-
-    let result = write_file(table, date, &sorted, &tmp_path);
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp_path);
-    }
-    result?;
     // A day's rollup goes before its samples are replaced and comes back after: a crash in
     // between leaves the day without one (priced from the samples), never a stale one.
     let rolled_up = table == Table::GpuSamples;
     if rolled_up {
-        let rollup_dir = super::rollup::partition_dir(lake, date);
-        super::rollup::remove(lake, date).map_err(|source| WriteError::Io { path: rollup_dir, source })?;
+        let rollup_file = super::rollup::file(lake, date);
+        lake.remove(&rollup_file).map_err(|source| WriteError::Io { path: rollup_file, source })?;
     }
-    fs::rename(&tmp_path, &final_path).map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
-    sync_dir(&dir).map_err(|source| WriteError::Io { path: dir.clone(), source })?;
+    lake.publish(&final_path, |out| write_parquet(table, date, &sorted, out))
+        .map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
     if rolled_up {
         super::rollup::write(lake, date, &sorted, &final_path)?;
     }
@@ -152,23 +142,17 @@ pub fn writer_properties(table: Table, date: NaiveDate) -> WriterProperties {
     builder.build()
 }
 
-fn write_file(table: Table, date: NaiveDate, batch: &RecordBatch, path: &Path) -> Result<()> {
-    let io_err = |source| WriteError::Io { path: path.to_path_buf(), source };
-    let pq_err = |source| WriteError::Parquet { path: path.to_path_buf(), source };
-    let file = File::create(path).map_err(io_err)?;
+/// Encodes `batch` as the table's Parquet file into `out`, one row group per ROW_GROUP_ROWS.
+fn write_parquet(table: Table, date: NaiveDate, batch: &RecordBatch, out: &mut (dyn Write + Send)) -> io::Result<()> {
+    let pq_err = io::Error::other;
     let mut writer =
-        ArrowWriter::try_new(file, Arc::clone(&table.schema()), Some(writer_properties(table, date))).map_err(pq_err)?;
+        ArrowWriter::try_new(out, Arc::clone(&table.schema()), Some(writer_properties(table, date))).map_err(pq_err)?;
     let mut offset = 0;
     while offset < batch.num_rows() {
         let len = ROW_GROUP_ROWS.min(batch.num_rows() - offset);
         writer.write(&batch.slice(offset, len)).map_err(pq_err)?;
         offset += len;
     }
-    let file = writer.into_inner().map_err(pq_err)?;
-    file.sync_all().map_err(io_err)?;
+    writer.close().map_err(pq_err)?;
     Ok(())
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }

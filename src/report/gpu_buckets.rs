@@ -84,7 +84,7 @@ pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, 
     out.scanned_days.sort();
     if !raw.is_empty() {
         let strings = Mutex::new(Interner::default());
-        let parts = fold_files(&raw, &crate::lake::buckets::COLUMNS, threads, BucketSums::default, |g: &mut BucketSums, path, b: RecordBatch| {
+        let parts = fold_files(lake, &raw, &crate::lake::buckets::COLUMNS, threads, BucketSums::default, |g: &mut BucketSums, path, b: RecordBatch| {
             g.add(&strings, path, &b, start_ms, end_ms)
         })?;
         out.rows += parts.iter().map(|g| g.rows).sum::<u64>();

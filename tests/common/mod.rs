@@ -151,3 +151,6 @@ pub fn decode_png(bytes: &[u8]) -> (usize, usize, usize, Vec<u8>) {
     }
     (width, height, channels, out)
 }
+
+#[cfg(feature = "s3")]
+pub mod moto;
