@@ -134,7 +134,10 @@ pub fn session_lake(ctx: &SessionContext) -> Option<Arc<Lake>> {
 async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) -> Result<()> {
     let reg_err = |source| EngineError::Register { table: table.name().into(), source };
     let dir = lake.table_dir(table);
-    if lake.dates(table).map(|d| d.is_empty()).unwrap_or(true) {
+    // A folder that cannot be listed (permissions, an unreachable bucket) is an error, never
+    // an empty table: a report on it would be silently empty.
+    let days = lake.dates(table).map_err(|e| EngineError::Setup(format!("listing {}: {e}", dir.display())))?;
+    if days.is_empty() {
         let schema = with_date_column(table.schema());
         let empty = MemTable::try_new(schema, vec![vec![]]).map_err(reg_err)?;
         ctx.register_table(table.name(), Arc::new(empty)).map_err(reg_err)?;

@@ -201,6 +201,23 @@ fn collect_from_a_real_prometheus() {
     common::run_ok(dir, &["--config", "a.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO]);
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "overlapping re-collect changed the lake");
 
+    // 2b. The same two collects into an S3 bucket (the moto server on loopback) put the same
+    // bytes under the same keys, and the chargeback read back from the bucket is the same.
+    #[cfg(feature = "s3")]
+    if let Some(moto) = common::moto::start() {
+        moto.create_bucket("collected");
+        let lake_toml = moto.lake_toml("collected", "lake", &common::moto::Moto::credentials_file(dir));
+        std::fs::write(dir.join("s3.toml"), format!("{lake_toml}\n[prometheus]\nurl = \"{}\"\nstep_secs = 30\nretries = 2\nbackoff_ms = 100\ntimeout_secs = 20\n", prom.url())).unwrap();
+        common::run_ok(dir, &["--config", "s3.toml", "collect", "--from", FROM, "--to", TO]);
+        common::run_ok(dir, &["--config", "s3.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO]);
+        let bucket = moto.tree("collected", "lake");
+        let keys = |t: &[(String, Vec<u8>)]| t.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&bucket), keys(&tree_a), "the bucket's keys are the local lake's paths (and no lock is left)");
+        assert!(bucket == tree_a, "the bucket's files differ from the local lake's");
+        let chargeback = |cfg: &str| common::run_ok(dir, &["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"]).stdout;
+        assert!(chargeback("s3.toml") == chargeback("a.toml"), "chargeback from the bucket");
+    }
+
     // 3. query_range double-counts after pod switches; raw range vectors do not.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let cfg = gpuledger::config::Config::load(&cfg_a, true).unwrap();

@@ -177,7 +177,7 @@ fn held_hours(behavior: gpuledger::simulate::workload::Behavior, min_steps: usiz
     let mut out = std::collections::BTreeMap::new();
     for (u, unit) in sim.cluster.units.iter().enumerate() {
         let mut run: Option<(usize, usize)> = None; // (pod, steps)
-        let mut close = |run: Option<(usize, usize)>, out: &mut std::collections::BTreeMap<(String, String), f64>| {
+        let close = |run: Option<(usize, usize)>, out: &mut std::collections::BTreeMap<(String, String), f64>| {
             if let Some((id, n)) = run {
                 let p = &sim.schedule.pods[id];
                 if p.behavior == behavior && n >= min_steps {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
 use object_store::path::Path as Key;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig, UpdateVersion};
 use url::Url;
 
 use crate::config::S3Config;
@@ -77,6 +77,11 @@ impl S3Store {
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&bucket)
             .with_conditional_put(S3ConditionalPut::ETagMatch)
+            // A few retries with backoff for a store that blips, then a clear error: a cron job
+            // should fail within a minute, not hang for the client's default three. (Client
+            // options first: they replace `allow_http`.)
+            .with_retry(RetryConfig { max_retries: 4, retry_timeout: Duration::from_secs(30), ..RetryConfig::default() })
+            .with_client_options(ClientOptions::new().with_connect_timeout(Duration::from_secs(5)).with_timeout(Duration::from_secs(120)))
             .with_allow_http(config.allow_http)
             .with_virtual_hosted_style_request(!config.path_style);
         if let Some(endpoint) = &config.endpoint {
