@@ -13,7 +13,7 @@ pub struct Cli {
     /// Config file (TOML). A missing default file means built-in defaults.
     #[arg(long, global = true, env = "GPULEDGER_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Lake directory; overrides `lake.path`.
+    /// Lake directory, or s3://bucket/prefix; overrides `lake.path`.
     #[arg(long, global = true, env = "GPULEDGER_LAKE")]
     pub lake: Option<PathBuf>,
     /// Folder of `*.sql` files that replace built-in rollup queries of the same name.
