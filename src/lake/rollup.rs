@@ -172,7 +172,7 @@ pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
 
 /// Whether the day's rollup is current, from its footer alone (for `gpuledger check`).
 pub fn is_current(lake: &Lake, date: NaiveDate, samples_file: &Path) -> bool {
-    lake.footer(&file(lake, date)).is_ok_and(|r| {
+    lake.footer(&file(lake, date)).is_ok_and(|(r, _)| {
         let meta = r.file_metadata();
         let columns = parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata());
         matches_source(lake, meta, samples_file).is_ok() && columns.is_ok_and(|c| c.fields() == buckets::schema().fields())
@@ -191,8 +191,8 @@ fn matches_source(lake: &Lake, meta: &parquet::file::metadata::FileMetaData, sam
     };
     expect(KEY_VERSION, ROLLUP_VERSION.to_string())?;
     expect(KEY_BUCKET_MS, BUCKET_MS.to_string())?;
-    let source_bytes = lake.file_len(samples_file).map_err(|e| format!("{}: {e}", samples_file.display()))?;
+    let (source, source_bytes) = lake.footer(samples_file)?;
     expect(KEY_SOURCE_BYTES, source_bytes.to_string())?;
-    let source_rows = lake.footer(samples_file)?.file_metadata().num_rows();
+    let source_rows = source.file_metadata().num_rows();
     expect(KEY_SOURCE_ROWS, source_rows.to_string())
 }

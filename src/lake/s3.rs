@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
 use object_store::path::Path as Key;
-use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig, UpdateVersion};
+use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig, UpdateVersion};
 use url::Url;
 
 use crate::config::S3Config;
@@ -163,9 +163,32 @@ impl S3Store {
         self.call(move |c| async move { c.get(&key).await?.bytes().await }).map_err(to_io)
     }
 
-    pub fn read_range(&self, rel: &Path, range: std::ops::Range<u64>) -> io::Result<Bytes> {
+    /// The last `n` bytes of `rel` (all of it when shorter) and its whole size, in one request.
+    pub fn read_tail(&self, rel: &Path, n: u64) -> io::Result<(Bytes, u64)> {
         let key = self.key(rel);
-        self.call(move |c| async move { c.get_range(&key, range).await }).map_err(to_io)
+        let opts = GetOptions { range: Some(GetRange::Suffix(n)), ..Default::default() };
+        self.call(move |c| async move {
+            let r = c.get_opts(&key, opts).await?;
+            let size = r.meta.size;
+            Ok::<_, object_store::Error>((r.bytes().await?, size))
+        })
+        .map_err(to_io)
+    }
+
+    /// Every object under `rel` (at any depth), as paths relative to `rel`, sorted: one listing
+    /// request per thousand objects, where asking for each expected file would be one each.
+    pub fn list_files(&self, rel: &Path) -> io::Result<Vec<PathBuf>> {
+        let key = self.key(rel);
+        let base = key.as_ref().to_string();
+        let metas: Vec<object_store::ObjectMeta> = self.call(move |c| async move {
+            use futures::TryStreamExt;
+            c.list(Some(&key)).try_collect().await
+        })
+        .map_err(to_io)?;
+        let mut out: Vec<PathBuf> =
+            metas.iter().filter_map(|m| m.location.as_ref().strip_prefix(&base).map(|r| PathBuf::from(r.trim_start_matches('/')))).collect();
+        out.sort();
+        Ok(out)
     }
 
     pub fn len(&self, rel: &Path) -> io::Result<u64> {

@@ -83,14 +83,8 @@ impl Iterator for OrderedScan {
 /// The published files of `table` for the days `first..=last`, in date order.
 pub fn day_files(lake: &Lake, table: Table, first: NaiveDate, last: NaiveDate) -> Result<Vec<PathBuf>, ScanError> {
     let list_err = |source| ScanError::List { table: table.name(), lake: lake.root().to_path_buf(), source };
-    Ok(lake
-        .dates(table)
-        .map_err(list_err)?
-        .into_iter()
-        .filter(|d| *d >= first && *d <= last)
-        .map(|d| lake.partition_file(table, d))
-        .filter(|p| lake.exists(p))
-        .collect())
+    let wanted = lake.dates(table).map_err(list_err)?.into_iter().filter(|d| *d >= first && *d <= last).map(|d| lake.partition_file(table, d)).collect();
+    lake.existing(&lake.table_dir(table), wanted).map_err(list_err)
 }
 
 /// Reads `files` on up to `threads` threads, whole files at a time in no particular order; each

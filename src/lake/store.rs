@@ -205,28 +205,42 @@ impl Lake {
         }
     }
 
-    /// The Parquet footer of `path` (locally from the file, on S3 from a ranged read of its tail).
-    pub fn footer(&self, path: &Path) -> Result<ParquetMetaData, String> {
+    /// The Parquet footer of `path` and the file's size (locally from the file; on S3 from one
+    /// ranged read of its tail, which also gives the size).
+    pub fn footer(&self, path: &Path) -> Result<(ParquetMetaData, u64), String> {
         let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         match self.store() {
             Store::Local => {
                 let file = File::open(path).map_err(|e| err(&e))?;
-                ParquetMetaDataReader::new().parse_and_finish(&file).map_err(|e| err(&e))
+                let size = file.len();
+                ParquetMetaDataReader::new().parse_and_finish(&file).map(|m| (m, size)).map_err(|e| err(&e))
             }
             #[cfg(feature = "s3")]
             Store::S3(s) => {
                 let rel = self.rel(path).map_err(|e| err(&e))?;
-                let size = s.len(rel).map_err(|e| err(&e))?;
-                let mut want = size.min(64 * 1024);
+                let mut want: u64 = 64 * 1024;
                 loop {
-                    let tail = s.read_range(rel, size - want..size).map_err(|e| err(&e))?;
+                    let (tail, size) = s.read_tail(rel, want).map_err(|e| err(&e))?;
                     let mut reader = ParquetMetaDataReader::new();
                     match reader.try_parse_sized(&tail, size) {
-                        Ok(()) => return reader.finish().map_err(|e| err(&e)),
+                        Ok(()) => return reader.finish().map(|m| (m, size)).map_err(|e| err(&e)),
                         Err(ParquetError::NeedMoreData(n)) if (n as u64) > want && (n as u64) <= size => want = n as u64,
                         Err(e) => return Err(err(&e)),
                     }
                 }
+            }
+        }
+    }
+
+    /// Which of `paths` (files under `dir`) exist: locally each is looked up, on S3 `dir` is
+    /// listed once.
+    pub fn existing(&self, dir: &Path, paths: Vec<PathBuf>) -> io::Result<Vec<PathBuf>> {
+        match self.store() {
+            Store::Local => Ok(paths.into_iter().filter(|p| p.exists()).collect()),
+            #[cfg(feature = "s3")]
+            Store::S3(s) => {
+                let present: std::collections::HashSet<PathBuf> = s.list_files(self.rel(dir)?)?.into_iter().map(|r| dir.join(r)).collect();
+                Ok(paths.into_iter().filter(|p| present.contains(p)).collect())
             }
         }
     }
