@@ -26,6 +26,7 @@ impl Lake {
         Lake { root: root.into(), store: Store::Local }
     }
 
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
     pub(crate) fn with_store(root: PathBuf, store: Store) -> Self {
         Lake { root, store }
     }

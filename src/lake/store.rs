@@ -236,7 +236,10 @@ impl Lake {
     /// listed once.
     pub fn existing(&self, dir: &Path, paths: Vec<PathBuf>) -> io::Result<Vec<PathBuf>> {
         match self.store() {
-            Store::Local => Ok(paths.into_iter().filter(|p| p.exists()).collect()),
+            Store::Local => {
+                let _ = dir;
+                Ok(paths.into_iter().filter(|p| p.exists()).collect())
+            }
             #[cfg(feature = "s3")]
             Store::S3(s) => {
                 let present: std::collections::HashSet<PathBuf> = s.list_files(self.rel(dir)?)?.into_iter().map(|r| dir.join(r)).collect();
