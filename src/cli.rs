@@ -19,6 +19,10 @@ pub struct Cli {
     /// Folder of `*.sql` files that replace built-in rollup queries of the same name.
     #[arg(long, global = true)]
     pub queries: Option<PathBuf>,
+    /// Where the SQL runs: `local`, `ballista://HOST:PORT` or `ballista://standalone` (a build
+    /// with the `ballista` feature); overrides `engine.url`.
+    #[arg(long, global = true, env = "GPULEDGER_ENGINE")]
+    pub engine: Option<String>,
     /// DataFusion memory pool, e.g. 512M or 2G (0 = unbounded); overrides `engine.memory_limit`.
     #[arg(long, global = true)]
     pub memory_limit: Option<String>,

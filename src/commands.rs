@@ -73,11 +73,15 @@ fn resolve(cli: &Cli) -> Result<Context_> {
             return Err(UsageError(format!("queries folder {} does not exist", dir.display())).into());
         }
     }
+    if let Some(engine) = &cli.engine {
+        config.engine.url = Some(engine.clone());
+    }
+    let engine = config.engine.url.as_deref().map(crate::distributed::Engine::parse).transpose().map_err(UsageError)?.unwrap_or_default();
     let lake = Lake::open(&config.lake.path, &config.lake.s3).map_err(|e| UsageError(e.to_string()))?;
     Ok(Context_ {
         lake,
         queries: Queries::new(queries_dir.as_deref()),
-        session: SessionBuilder::from_config(&config),
+        session: SessionBuilder::from_config(&config).engine(engine),
         progress: cli.progress,
         config_origin,
         config,

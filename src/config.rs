@@ -415,6 +415,8 @@ pub struct RatePrice {
 pub struct EngineConfig {
     /// DataFusion memory pool, e.g. "1G", "512M"; "0" for unbounded.
     pub memory_limit: String,
+    /// Where the SQL runs: `local` (default), `ballista://HOST:PORT`, `ballista://standalone`.
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -473,7 +475,7 @@ impl Default for PowerPricing {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { memory_limit: "1G".into() }
+        EngineConfig { memory_limit: "1G".into(), url: None }
     }
 }
 

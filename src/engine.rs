@@ -17,6 +17,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 
 use crate::config::Config;
+use crate::distributed::{Engine, Scratch};
 use crate::lake::{Lake, Table};
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +56,7 @@ pub fn parse_memory_limit(text: &str) -> std::result::Result<Option<usize>, Stri
 pub struct SessionBuilder {
     memory_limit: Option<usize>,
     target_partitions: usize,
+    engine: Engine,
 }
 
 impl Default for SessionBuilder {
@@ -62,6 +64,7 @@ impl Default for SessionBuilder {
         SessionBuilder {
             memory_limit: Some(1 << 30),
             target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            engine: Engine::Local,
         }
     }
 }
@@ -69,7 +72,14 @@ impl Default for SessionBuilder {
 impl SessionBuilder {
     pub fn from_config(config: &Config) -> Self {
         let memory_limit = parse_memory_limit(&config.engine.memory_limit).unwrap_or(Some(1 << 30));
-        SessionBuilder { memory_limit, ..SessionBuilder::default() }
+        let engine = config.engine.url.as_deref().map(Engine::parse).transpose().ok().flatten().unwrap_or_default();
+        SessionBuilder { memory_limit, engine, ..SessionBuilder::default() }
+    }
+
+    /// Where the SQL runs (`distributed`).
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
     }
 
     pub fn memory_limit(mut self, bytes: Option<usize>) -> Self {
@@ -85,6 +95,8 @@ impl SessionBuilder {
     /// A session with the lake's tables and the config's price tables registered.
     pub async fn build(&self, lake: &Lake, config: &Config) -> Result<SessionContext> {
         let ctx = self.session(Some(lake))?;
+        #[cfg(feature = "ballista")]
+        let ctx = crate::distributed::connect(ctx, &self.engine).await.map_err(EngineError::Setup)?;
         for table in Table::ALL {
             register_lake_table(&ctx, lake, table).await?;
         }
@@ -109,6 +121,9 @@ impl SessionBuilder {
             .set_bool("datafusion.execution.parquet.pushdown_filters", false);
         if let Some(lake) = lake {
             config = config.with_extension(Arc::new(lake.clone()));
+            if !self.engine.is_local() {
+                config = config.with_extension(Arc::new(Scratch::new(lake)));
+            }
         }
         let mut runtime = RuntimeEnvBuilder::new();
         if let Some(bytes) = self.memory_limit {
@@ -138,10 +153,7 @@ async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) ->
     // an empty table: a report on it would be silently empty.
     let days = lake.dates(table).map_err(|e| EngineError::Setup(format!("listing {}: {e}", dir.display())))?;
     if days.is_empty() {
-        let schema = with_date_column(table.schema());
-        let empty = MemTable::try_new(schema, vec![vec![]]).map_err(reg_err)?;
-        ctx.register_table(table.name(), Arc::new(empty)).map_err(reg_err)?;
-        return Ok(());
+        return register_batches(ctx, table.name(), with_date_column(table.schema()), vec![vec![]]);
     }
     let dir = if lake.is_local() { std::path::absolute(&dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))? } else { dir };
     let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
@@ -385,9 +397,39 @@ fn setup(e: impl std::fmt::Display) -> EngineError {
 }
 
 fn register_mem(ctx: &SessionContext, name: &str, schema: SchemaRef, batch: RecordBatch) -> Result<()> {
+    register_batches(ctx, name, schema, vec![vec![batch]])
+}
+
+/// Registers `partitions` as the table `name`, replacing any table of that name. In memory on
+/// the local engine; on Ballista, whose executors cannot see this process's memory, written as
+/// Parquet under the session's scratch folder and registered as an external table.
+pub fn register_batches(ctx: &SessionContext, name: &str, schema: SchemaRef, partitions: Vec<Vec<RecordBatch>>) -> Result<()> {
     let reg_err = |source| EngineError::Register { table: name.into(), source };
-    let table = MemTable::try_new(schema, vec![vec![batch]]).map_err(reg_err)?;
-    ctx.register_table(name, Arc::new(table)).map_err(reg_err)?;
+    let _ = ctx.deregister_table(name);
+    let Some(scratch) = ctx.state().config().get_extension::<Scratch>() else {
+        let table = MemTable::try_new(schema, partitions).map_err(reg_err)?;
+        ctx.register_table(name, Arc::new(table)).map_err(reg_err)?;
+        return Ok(());
+    };
+    let dir = scratch.table_dir(name);
+    let file = dir.join("part-0.parquet");
+    let write_err = |e: std::io::Error| EngineError::Setup(format!("writing table {name} to {}: {e}", file.display()));
+    scratch
+        .lake()
+        .publish(&file, |out| {
+            let mut w = parquet::arrow::ArrowWriter::try_new(out, Arc::clone(&schema), None).map_err(std::io::Error::other)?;
+            for batch in partitions.iter().flatten() {
+                w.write(batch).map_err(std::io::Error::other)?;
+            }
+            w.close().map(|_| ()).map_err(std::io::Error::other)
+        })
+        .map_err(write_err)?;
+    let dir = if scratch.lake().is_local() { std::path::absolute(&dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))? } else { dir };
+    let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
+    let provider = ListingTable::try_new(config).map_err(reg_err)?;
+    ctx.register_table(name, Arc::new(provider)).map_err(reg_err)?;
     Ok(())
 }
 
@@ -407,6 +449,7 @@ pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params:
     };
     let df = if empty { df } else { df.with_param_values(params).map_err(q_err)? };
     explain_if_asked(name, &df).await.map_err(q_err)?;
+    tracing::debug!("query {name}: running");
     df.collect().await.map_err(q_err)
 }
 
@@ -418,6 +461,7 @@ pub async fn run_query_schema(ctx: &SessionContext, name: &str, sql: &str, param
     let df = if params.is_empty() { df } else { df.with_param_values(ParamValues::from(params)).map_err(q_err)? };
     let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
     explain_if_asked(name, &df).await.map_err(q_err)?;
+    tracing::debug!("query {name}: running");
     let batches = df.collect().await.map_err(q_err)?;
     Ok((schema, batches))
 }

@@ -1,7 +1,8 @@
 //! gpuledger: GPU cost accounting and chargeback for shared Kubernetes GPU clusters.
 //!
 //! The pipeline: Prometheus history (or the simulator) -> a date-partitioned Parquet lake
-//! (`lake`) -> rollup SQL in `queries/` run by DataFusion (`engine`) -> reports (`report`).
+//! (`lake`) -> rollup SQL in `queries/` run by DataFusion (`engine`; in process or on a Ballista
+//! cluster, `distributed`) -> reports (`report`).
 
 pub mod adhoc;
 pub mod check;
@@ -10,6 +11,7 @@ pub mod collect;
 pub mod commands;
 pub mod config;
 pub mod cronjob;
+pub mod distributed;
 pub mod engine;
 pub mod exit;
 pub mod lake;

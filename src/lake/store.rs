@@ -174,6 +174,24 @@ impl Lake {
         }
     }
 
+    /// Removes `dir` and everything under it (nothing when absent).
+    pub fn remove_tree(&self, dir: &Path) -> io::Result<()> {
+        match self.store() {
+            Store::Local => match fs::remove_dir_all(dir) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+            #[cfg(feature = "s3")]
+            Store::S3(s) => {
+                let rel = self.rel(dir)?;
+                for f in s.list_files(rel)? {
+                    s.remove(&rel.join(f))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Publishes what `write` writes as `path`, replacing any earlier file atomically: readers
     /// see the old file or the new one, never part of one, and a failure leaves the old one.
     /// Locally: a temp file beside it, fsync, rename, fsync of the folder. On S3: one PUT.

@@ -196,9 +196,7 @@ async fn price_buckets(
     for (i, b) in batches.into_iter().enumerate() {
         partitions[i % threads.max(1)].push(b);
     }
-    let table = datafusion::datasource::MemTable::try_new(super::gpu_buckets::schema(), partitions).map_err(|e| shape(e.to_string()))?;
-    let _ = ctx.deregister_table(super::gpu_buckets::TABLE);
-    ctx.register_table(super::gpu_buckets::TABLE, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+    crate::engine::register_batches(ctx, super::gpu_buckets::TABLE, super::gpu_buckets::schema(), partitions)?;
     let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await;
     let totals = match priced {
         Ok(_) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
@@ -257,16 +255,12 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     }
     let schema = schema.ok_or_else(|| shape("an empty window"))?;
     let grain_rows: usize = grain.iter().map(|b| b.num_rows()).sum();
-    let table = datafusion::datasource::MemTable::try_new(schema, vec![grain]).map_err(|e| shape(e.to_string()))?;
-    let _ = ctx.deregister_table("chargeback_grain");
-    ctx.register_table("chargeback_grain", std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+    crate::engine::register_batches(ctx, "chargeback_grain", schema, vec![grain])?;
     tracing::debug!("chargeback_grain: {} rows in {:.2}s", grain_rows, t.elapsed().as_secs_f64());
     let t = std::time::Instant::now();
     // The pods' running time per day, read three times by the detail SQL: computed once.
     let (s, runs) = crate::engine::run_query_schema(ctx, "pod_run_days", &queries.get("pod_run_days")?, window_params(window)).await?;
-    let table = datafusion::datasource::MemTable::try_new(s, vec![runs]).map_err(|e| shape(e.to_string()))?;
-    let _ = ctx.deregister_table(POD_RUN_DAYS);
-    ctx.register_table(POD_RUN_DAYS, std::sync::Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+    crate::engine::register_batches(ctx, POD_RUN_DAYS, s, vec![runs])?;
     let batches = run_query(ctx, R, &queries.get(R)?, window_params(window)).await;
     tracing::debug!("chargeback: detail rows in {:.2}s", t.elapsed().as_secs_f64());
     let _ = ctx.deregister_table("chargeback_grain");

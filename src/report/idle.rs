@@ -9,11 +9,9 @@
 //!   10-60 % of their steps idle, in at least 3 separate drops.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use datafusion::common::ScalarValue;
-use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
@@ -75,9 +73,7 @@ pub async fn pod_idle(ctx: &SessionContext, queries: &Queries, window: &Window, 
         .map_err(|e| shape(format!("the idle scan stopped: {e}")))??;
     tracing::debug!("idle scan: {} rows, {} holdings, {} runs in {:.2}s", found.rows, found.holding.num_rows(), found.runs.num_rows(), t.elapsed().as_secs_f64());
     let register = |name: &str, batch: RecordBatch| -> Result<()> {
-        let table = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| shape(e.to_string()))?;
-        let _ = ctx.deregister_table(name);
-        ctx.register_table(name, Arc::new(table)).map_err(|e| shape(e.to_string()))?;
+        crate::engine::register_batches(ctx, name, batch.schema(), vec![vec![batch]])?;
         Ok(())
     };
     register(idle_runs::HOLDING_TABLE, found.holding)?;

@@ -1,0 +1,139 @@
+//! Where the SQL runs: in this process (DataFusion, the default) or on an Apache DataFusion
+//! Ballista cluster (`--engine ballista://HOST:PORT`, `engine.url`; cargo feature `ballista`).
+//! `ballista://standalone` starts Ballista's scheduler and executor inside this process (for
+//! trying it out, and for the tests that check both engines give the same reports).
+//!
+//! Ballista ships each query's logical plan to its scheduler, and a plan can only name tables
+//! the executors can read themselves: the lake's (external Parquet tables) and views. The tables
+//! gpuledger builds in memory (price tables, the 15-minute sums, the idle runs, ...) are written
+//! as Parquet under `<lake>/_scratch/<session>/` instead (`engine::register_batches`) and removed
+//! when the session ends; on a remote cluster the executors must therefore reach the lake (an
+//! S3 bucket, or a filesystem mounted at the same path).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::lake::Lake;
+
+/// The engine a session runs its SQL on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Engine {
+    #[default]
+    Local,
+    /// Ballista's scheduler and executor inside this process.
+    Standalone,
+    /// A Ballista scheduler at this `host:port`.
+    Remote(String),
+}
+
+impl Engine {
+    /// Parses `local`, `ballista://standalone` or `ballista://HOST[:PORT]` (port 50050 when absent).
+    pub fn parse(text: &str) -> Result<Engine, String> {
+        let t = text.trim();
+        if t.is_empty() || t == "local" {
+            return Ok(Engine::Local);
+        }
+        let rest = t.strip_prefix("ballista://").ok_or_else(|| format!("engine {t:?}: expected `local`, `ballista://HOST:PORT` or `ballista://standalone`"))?;
+        let rest = rest.trim_end_matches('/');
+        if rest.is_empty() {
+            return Err(format!("engine {t:?}: no scheduler host"));
+        }
+        let engine = if rest == "standalone" {
+            Engine::Standalone
+        } else {
+            let (host, port) = match rest.rsplit_once(':') {
+                Some((h, p)) => (h, p.parse::<u16>().map_err(|_| format!("engine {t:?}: bad port {p:?}"))?),
+                None => (rest, 50050),
+            };
+            Engine::Remote(format!("{host}:{port}"))
+        };
+        if cfg!(feature = "ballista") {
+            Ok(engine)
+        } else {
+            Err(format!("engine {t:?}: this gpuledger was built without Ballista (cargo build --release --features ballista)"))
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        *self == Engine::Local
+    }
+}
+
+/// The session's folder for tables made in memory, when its SQL runs on Ballista; removed with
+/// the session.
+#[derive(Debug)]
+pub struct Scratch {
+    lake: Lake,
+    dir: PathBuf,
+    next: AtomicUsize,
+}
+
+impl Scratch {
+    pub fn new(lake: &Lake) -> Scratch {
+        static SESSIONS: AtomicUsize = AtomicUsize::new(0);
+        let id = format!("{}-{}-{}", std::process::id(), chrono::Utc::now().timestamp_millis(), SESSIONS.fetch_add(1, Ordering::Relaxed));
+        Scratch { lake: lake.clone(), dir: lake.root().join("_scratch").join(id), next: AtomicUsize::new(0) }
+    }
+
+    pub fn lake(&self) -> &Lake {
+        &self.lake
+    }
+
+    /// A new folder for one table's file (a table re-registered under the same name gets another).
+    pub fn table_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}-{}", self.next.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Err(e) = self.lake.remove_tree(&self.dir) {
+            tracing::warn!("removing the engine's scratch tables {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// Task slots of the in-process executor. Ballista's default (one per core) deadlocks the
+/// chargeback's plan on a 2-core machine: its joins hold slots while waiting for stages that then
+/// find none free (measured here: never finishes with 2, 2.6 s with 16). A remote cluster needs
+/// the same headroom: executors started with `--concurrent-tasks` of 16 or more in all.
+#[cfg(feature = "ballista")]
+const STANDALONE_TASK_SLOTS: usize = 16;
+
+/// `ctx` upgraded to run its SQL on the Ballista cluster `engine` names.
+#[cfg(feature = "ballista")]
+pub async fn connect(ctx: datafusion::prelude::SessionContext, engine: &Engine) -> Result<datafusion::prelude::SessionContext, String> {
+    use ballista::prelude::SessionContextExt;
+    use datafusion::prelude::SessionContext;
+    let state = ctx.state();
+    let config = ballista::prelude::SessionConfigExt::upgrade_for_ballista(state.config().clone()).set_usize("ballista.standalone.parallelism", STANDALONE_TASK_SLOTS);
+    let state = datafusion::execution::SessionStateBuilder::new_from_existing(state).with_config(config).build();
+    match engine {
+        Engine::Local => Ok(ctx),
+        Engine::Standalone => SessionContext::standalone_with_state(state).await.map_err(|e| format!("starting the in-process Ballista cluster: {e}")),
+        Engine::Remote(addr) => {
+            SessionContext::remote_with_state(&format!("df://{addr}"), state).await.map_err(|e| format!("connecting to the Ballista scheduler at {addr}: {e}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_urls() {
+        assert_eq!(Engine::parse("local").unwrap(), Engine::Local);
+        assert_eq!(Engine::parse("").unwrap(), Engine::Local);
+        assert!(Engine::parse("spark://x").unwrap_err().contains("expected"));
+        assert!(Engine::parse("ballista://").is_err());
+        if cfg!(feature = "ballista") {
+            assert_eq!(Engine::parse("ballista://standalone").unwrap(), Engine::Standalone);
+            assert_eq!(Engine::parse("ballista://sched.ballista.svc:50050").unwrap(), Engine::Remote("sched.ballista.svc:50050".into()));
+            assert_eq!(Engine::parse("ballista://sched").unwrap(), Engine::Remote("sched:50050".into()));
+            assert!(Engine::parse("ballista://sched:x").unwrap_err().contains("bad port"));
+        } else {
+            assert!(Engine::parse("ballista://standalone").unwrap_err().contains("without Ballista"));
+        }
+    }
+}
