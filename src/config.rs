@@ -417,6 +417,9 @@ pub struct EngineConfig {
     pub memory_limit: String,
     /// Where the SQL runs: `local` (default), `ballista://HOST:PORT`, `ballista://standalone`.
     pub url: Option<String>,
+    /// A query that has not finished after this many seconds fails (0: no limit). A Ballista job
+    /// with no executor to run it waits for one forever; a cron job must not.
+    pub query_timeout_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -475,7 +478,7 @@ impl Default for PowerPricing {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { memory_limit: "1G".into(), url: None }
+        EngineConfig { memory_limit: "1G".into(), url: None, query_timeout_secs: 3600 }
     }
 }
 

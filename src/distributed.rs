@@ -68,10 +68,16 @@ pub struct Scratch {
     next: AtomicUsize,
 }
 
+/// A scratch folder older than this belongs to a session that was killed before it could remove
+/// it (no report runs for a day); the next Ballista session removes it.
+pub const SCRATCH_MAX_AGE_MS: i64 = 24 * 3_600_000;
+
 impl Scratch {
     pub fn new(lake: &Lake) -> Scratch {
         static SESSIONS: AtomicUsize = AtomicUsize::new(0);
-        let id = format!("{}-{}-{}", std::process::id(), chrono::Utc::now().timestamp_millis(), SESSIONS.fetch_add(1, Ordering::Relaxed));
+        let now = chrono::Utc::now().timestamp_millis();
+        remove_stale(lake, now);
+        let id = format!("{}-{now}-{}", std::process::id(), SESSIONS.fetch_add(1, Ordering::Relaxed));
         Scratch { lake: lake.clone(), dir: lake.root().join("_scratch").join(id), next: AtomicUsize::new(0) }
     }
 
@@ -82,6 +88,29 @@ impl Scratch {
     /// A new folder for one table's file (a table re-registered under the same name gets another).
     pub fn table_dir(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}-{}", self.next.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+/// Removes the scratch folders (`<pid>-<created ms>-<n>`) of sessions that were killed more than
+/// `SCRATCH_MAX_AGE_MS` ago; a failure here is only a warning (the folder is tried again next time).
+fn remove_stale(lake: &Lake, now_ms: i64) {
+    let root = lake.root().join("_scratch");
+    let names = match lake.list(&root) {
+        Ok(names) => names,
+        Err(e) => {
+            tracing::warn!("listing the engine's scratch tables {}: {e}", root.display());
+            return;
+        }
+    };
+    for name in names {
+        let created = name.split('-').nth(1).and_then(|t| t.parse::<i64>().ok());
+        if created.is_some_and(|t| now_ms - t > SCRATCH_MAX_AGE_MS) {
+            let dir = root.join(&name);
+            match lake.remove_tree(&dir) {
+                Ok(()) => tracing::warn!("removed {}, left by an engine session that was killed", dir.display()),
+                Err(e) => tracing::warn!("removing stale scratch tables {}: {e}", dir.display()),
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! and the config's price tables.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow::array::{Decimal128Array, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -28,6 +29,8 @@ pub enum EngineError {
     Query { query: String, source: DataFusionError },
     #[error("engine setup: {0}")]
     Setup(String),
+    #[error("query {query}: no result after {secs} s on {engine} (engine.query_timeout_secs){hint}")]
+    Timeout { query: String, secs: u64, engine: String, hint: &'static str },
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -57,6 +60,15 @@ pub struct SessionBuilder {
     memory_limit: Option<usize>,
     target_partitions: usize,
     engine: Engine,
+    query_timeout: Option<Duration>,
+}
+
+/// How long a session's queries may take, and where they run (for the message when one does not
+/// finish); carried in the session's config.
+#[derive(Debug, Clone)]
+struct QueryLimit {
+    timeout: Duration,
+    engine: Engine,
 }
 
 impl Default for SessionBuilder {
@@ -65,6 +77,7 @@ impl Default for SessionBuilder {
             memory_limit: Some(1 << 30),
             target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             engine: Engine::Local,
+            query_timeout: Some(Duration::from_secs(3600)),
         }
     }
 }
@@ -73,8 +86,10 @@ impl SessionBuilder {
     pub fn from_config(config: &Config) -> Self {
         let memory_limit = parse_memory_limit(&config.engine.memory_limit).unwrap_or(Some(1 << 30));
         let engine = config.engine.url.as_deref().map(Engine::parse).transpose().ok().flatten().unwrap_or_default();
-        SessionBuilder { memory_limit, engine, ..SessionBuilder::default() }
+        let query_timeout = Some(config.engine.query_timeout_secs).filter(|s| *s > 0).map(Duration::from_secs);
+        SessionBuilder { memory_limit, engine, query_timeout, ..SessionBuilder::default() }
     }
+
 
     /// Where the SQL runs (`distributed`).
     pub fn engine(mut self, engine: Engine) -> Self {
@@ -119,6 +134,9 @@ impl SessionBuilder {
             // GPUs, the chargeback takes 6.4 s without it and 6.9 s with it. Row groups and pages
             // are still pruned by their statistics.
             .set_bool("datafusion.execution.parquet.pushdown_filters", false);
+        if let Some(timeout) = self.query_timeout {
+            config = config.with_extension(Arc::new(QueryLimit { timeout, engine: self.engine.clone() }));
+        }
         if let Some(lake) = lake {
             config = config.with_extension(Arc::new(lake.clone()));
             if !self.engine.is_local() {
@@ -147,7 +165,6 @@ pub fn session_lake(ctx: &SessionContext) -> Option<Arc<Lake>> {
 /// Registers `<lake>/<table>/` as a listing table with the explicit schema and a `date`
 /// partition column; an absent folder (a first run) becomes an empty table.
 async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) -> Result<()> {
-    let reg_err = |source| EngineError::Register { table: table.name().into(), source };
     let dir = lake.table_dir(table);
     // A folder that cannot be listed (permissions, an unreachable bucket) is an error, never
     // an empty table: a report on it would be silently empty.
@@ -155,14 +172,22 @@ async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) ->
     if days.is_empty() {
         return register_batches(ctx, table.name(), with_date_column(table.schema()), vec![vec![]]);
     }
-    let dir = if lake.is_local() { std::path::absolute(&dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))? } else { dir };
+    register_parquet_dir(ctx, lake, table.name(), &dir, table.schema(), &["date"])
+}
+
+/// Registers the Parquet files under `dir` (with `partition_cols` as Hive-style `name=value`
+/// folders) as the external table `name`; a local folder by its absolute path, so that
+/// executors of a cluster sharing the filesystem find it too.
+fn register_parquet_dir(ctx: &SessionContext, lake: &Lake, name: &str, dir: &std::path::Path, schema: SchemaRef, partition_cols: &[&str]) -> Result<()> {
+    let reg_err = |source| EngineError::Register { table: name.into(), source };
+    let dir = if lake.is_local() { std::path::absolute(dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))? } else { dir.to_path_buf() };
     let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
     let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
         .with_file_extension(".parquet")
-        .with_table_partition_cols(vec![("date".to_string(), DataType::Utf8)]);
-    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(table.schema());
+        .with_table_partition_cols(partition_cols.iter().map(|c| (c.to_string(), DataType::Utf8)).collect());
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
     let provider = ListingTable::try_new(config).map_err(reg_err)?;
-    ctx.register_table(table.name(), Arc::new(provider)).map_err(reg_err)?;
+    ctx.register_table(name, Arc::new(provider)).map_err(reg_err)?;
     Ok(())
 }
 
@@ -424,13 +449,7 @@ pub fn register_batches(ctx: &SessionContext, name: &str, schema: SchemaRef, par
             w.close().map(|_| ()).map_err(std::io::Error::other)
         })
         .map_err(write_err)?;
-    let dir = if scratch.lake().is_local() { std::path::absolute(&dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))? } else { dir };
-    let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
-    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
-    let provider = ListingTable::try_new(config).map_err(reg_err)?;
-    ctx.register_table(name, Arc::new(provider)).map_err(reg_err)?;
-    Ok(())
+    register_parquet_dir(ctx, scratch.lake(), name, &dir, schema, &[])
 }
 
 /// Runs `sql` with positional parameters (`$1`, `$2`, ...) bound, never formatted in.
@@ -450,7 +469,28 @@ pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params:
     let df = if empty { df } else { df.with_param_values(params).map_err(q_err)? };
     explain_if_asked(name, &df).await.map_err(q_err)?;
     tracing::debug!("query {name}: running");
-    df.collect().await.map_err(q_err)
+    collect_within_limit(ctx, name, df).await
+}
+
+/// `df.collect()`, failing with `EngineError::Timeout` past the session's query time limit.
+async fn collect_within_limit(ctx: &SessionContext, name: &str, df: datafusion::dataframe::DataFrame) -> Result<Vec<RecordBatch>> {
+    let q_err = |source| EngineError::Query { query: name.into(), source };
+    let Some(limit) = ctx.state().config().get_extension::<QueryLimit>() else {
+        return df.collect().await.map_err(q_err);
+    };
+    match tokio::time::timeout(limit.timeout, df.collect()).await {
+        Ok(result) => result.map_err(q_err),
+        Err(_) => Err(EngineError::Timeout {
+            query: name.into(),
+            secs: limit.timeout.as_secs(),
+            engine: match &limit.engine {
+                Engine::Local => "the local engine".into(),
+                Engine::Standalone => "the in-process Ballista cluster".into(),
+                Engine::Remote(addr) => format!("the Ballista scheduler at {addr}"),
+            },
+            hint: if matches!(limit.engine, Engine::Remote(_)) { "; is an executor registered with the scheduler? (a job with none waits for one)" } else { "" },
+        }),
+    }
 }
 
 /// As `run_query`, also returning the result's schema (known even when no row comes back).
@@ -462,7 +502,7 @@ pub async fn run_query_schema(ctx: &SessionContext, name: &str, sql: &str, param
     let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
     explain_if_asked(name, &df).await.map_err(q_err)?;
     tracing::debug!("query {name}: running");
-    let batches = df.collect().await.map_err(q_err)?;
+    let batches = collect_within_limit(ctx, name, df).await?;
     Ok((schema, batches))
 }
 

@@ -43,3 +43,26 @@ fn an_unreachable_scheduler_fails_clearly() {
     let err = common::run_fail(dir, &["--lake", "sim/lake", "--engine", &engine, "report", "chargeback", "--from", FROM, "--to", "2026-10-02"]);
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
 }
+
+#[test]
+fn scratch_tables_of_a_killed_session_are_removed_by_the_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::run_ok(dir, &["simulate", "--out", "sim", "--gpus", "8", "--days", "1", "--seed", "4", "--start", "2026-10-01"]);
+    // What a killed session leaves: `<pid>-<created ms>-<n>/<table>-<k>/part-0.parquet`. One made
+    // 25 hours ago (stale), one a minute ago (a session that may still be running elsewhere).
+    let now = chrono::Utc::now().timestamp_millis();
+    let stale = dir.join(format!("sim/lake/_scratch/4242-{}-0", now - 25 * 3_600_000));
+    let live = dir.join(format!("sim/lake/_scratch/4243-{}-0", now - 60_000));
+    for d in [&stale, &live] {
+        std::fs::create_dir_all(d.join("gpu_prices-0")).unwrap();
+        std::fs::write(d.join("gpu_prices-0/part-0.parquet"), b"PAR1").unwrap();
+    }
+    let out = common::bin().current_dir(dir).args(["--lake", "sim/lake", "--engine", "ballista://standalone", "report", "inventory", "--from", FROM, "--to", "2026-10-02"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stale.exists(), "the stale scratch folder is removed");
+    assert!(live.join("gpu_prices-0/part-0.parquet").exists(), "a recent one is left alone");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("left by an engine session that was killed"), "and the removal is logged");
+    let left: Vec<_> = std::fs::read_dir(dir.join("sim/lake/_scratch")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![live.file_name().unwrap().to_owned()], "this session's own folder is gone too");
+}

@@ -57,7 +57,9 @@ fn cronjob_arguments_are_gpuledger_command_lines() {
 fn image_is_multi_stage_and_non_root_and_kustomization_is_complete() {
     let docker = read("deploy/Dockerfile");
     assert!(docker.matches("\nFROM ").count() + docker.starts_with("FROM ") as usize >= 2, "multi-stage");
-    assert!(docker.contains("cargo build --release --locked"));
+    let build = read("deploy/build.sh");
+    assert!(docker.contains("deploy/build.sh") && build.contains("cargo build --release --locked"));
+    assert!(build.contains("--bin ballista-scheduler --bin ballista-executor") && docker.contains("ARG BALLISTA=0"), "BALLISTA=1 adds the stock Ballista programs");
     let user = docker.lines().filter(|l| l.starts_with("USER ")).last().expect("a USER line");
     assert!(!user.contains("root") && !user.trim_end().ends_with(" 0"), "{user}");
     let kust = read("deploy/kubernetes/kustomization.yaml");
@@ -104,4 +106,51 @@ fn object_storage_overlay_puts_the_lake_on_a_bucket() {
         assert!(patch.contains(&format!("name: gpuledger-{job}")) && read(&format!("deploy/kubernetes/cronjob-{job}.yaml")).contains(&format!("name: gpuledger-{job}")));
         assert!(patch.contains("mountPath: /etc/gpuledger/s3") && patch.contains("secretName: gpuledger-s3"), "{job} mounts the Secret at the credentials folder");
     }
+}
+
+/// The Ballista overlay: its TOML is the object-storage overlay's with only `[engine]` added,
+/// pointing at the scheduler's Service; the Deployments' arguments parse as the stock
+/// ballista-scheduler and ballista-executor command lines (their own clap parsers), the
+/// executors reach the scheduler by that Service and give 16 or more task slots in all.
+#[cfg(feature = "ballista")]
+#[test]
+fn ballista_overlay_runs_the_sql_on_the_stock_scheduler_and_executors() {
+    use gpuledger::distributed::Engine;
+    let body = configmap_toml("deploy/kubernetes/ballista/configmap.yaml");
+    let config = Config::parse(&body, "deploy/kubernetes/ballista/configmap.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let engine = Engine::parse(config.engine.url.as_deref().expect("engine.url")).unwrap();
+    assert_eq!(engine, Engine::Remote("ballista-scheduler.gpuledger.svc:50050".into()));
+    assert!(config.lake.path.to_str().unwrap().starts_with("s3://"), "executors read the lake from the bucket");
+    let without_engine = |toml: &str| toml.lines().filter(|l| !l.trim_start().starts_with("url = \"ballista://")).collect::<Vec<_>>().join("\n");
+    assert_eq!(without_engine(&body), configmap_toml("deploy/kubernetes/object-storage/configmap.yaml"), "only engine.url is added");
+
+    let kust = read("deploy/kubernetes/ballista/kustomization.yaml");
+    for r in ["- ../object-storage", "- secret-s3-env.yaml", "- ballista-scheduler.yaml", "- ballista-executor.yaml", "- path: configmap.yaml"] {
+        assert!(kust.contains(r), "kustomization lacks {r}");
+    }
+    let args_of = |rel: &str, program: &str| -> Vec<String> {
+        let text = read(rel);
+        assert!(text.contains(&format!("command: [\"/usr/local/bin/{program}\"]")), "{rel} runs {program}");
+        let line = text.lines().find(|l| l.trim_start().starts_with("args:")).unwrap_or_else(|| panic!("{rel}: no args"));
+        let args: Vec<String> = serde_json::from_str(line.split_once(':').unwrap().1.trim()).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        for needle in ["runAsNonRoot: true", "readOnlyRootFilesystem: true", "secretRef:", "name: gpuledger-s3-env"] {
+            assert!(text.contains(needle), "{rel} lacks {needle}");
+        }
+        std::iter::once(program.to_string()).chain(args).collect()
+    };
+    let scheduler = ballista_scheduler::config::Config::try_parse_from(args_of("deploy/kubernetes/ballista/ballista-scheduler.yaml", "ballista-scheduler")).unwrap_or_else(|e| panic!("scheduler args: {e}"));
+    assert_eq!(scheduler.bind_port, 50050);
+    let sched_text = read("deploy/kubernetes/ballista/ballista-scheduler.yaml");
+    assert!(sched_text.contains("kind: Service") && sched_text.contains("name: ballista-scheduler") && sched_text.contains("port: 50050"));
+    let exec_text = read("deploy/kubernetes/ballista/ballista-executor.yaml");
+    let executor = ballista_executor::config::Config::try_parse_from(args_of("deploy/kubernetes/ballista/ballista-executor.yaml", "ballista-executor")).unwrap_or_else(|e| panic!("executor args: {e}"));
+    assert_eq!((executor.scheduler_host.as_str(), executor.scheduler_port), ("ballista-scheduler.gpuledger.svc", 50050));
+    assert_eq!(executor.external_host.as_deref(), Some("$(POD_IP)"), "registers its pod IP, which gpuledger fetches results from");
+    assert!(exec_text.contains("fieldPath: status.podIP") && exec_text.contains("path: /readyz"), "ready once registered");
+    assert!(exec_text.contains(&format!("containerPort: {}", executor.bind_health_port)));
+    assert!(exec_text.contains("mountPath: /work") && executor.work_dir.as_deref() == Some("/work"), "shuffle files on the emptyDir");
+    let replicas: usize = exec_text.lines().find_map(|l| l.trim().strip_prefix("replicas:")).unwrap().trim().parse().unwrap();
+    assert!(replicas * executor.vcores >= 16, "{replicas} x {} task slots: the chargeback needs 16", executor.vcores);
+    let secret = read("deploy/kubernetes/ballista/secret-s3-env.yaml");
+    assert!(secret.contains("AWS_ACCESS_KEY_ID:") && secret.contains("AWS_SECRET_ACCESS_KEY:"));
 }
