@@ -15,8 +15,11 @@ fn reports_on_ballista_equal_the_local_engine() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     common::run_ok(dir, &["simulate", "--out", "sim", "--gpus", "16", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "2"]);
+    // One run in ~20 of a month's chargeback on the in-process cluster was seen to stop (CPU idle,
+    // never finishing): a query timeout turns that into a failure here rather than a stalled CI.
+    std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 300\n").unwrap();
     let run = |engine: &str, args: &[&str]| {
-        let mut all = vec!["--lake", "sim/lake", "--engine", engine];
+        let mut all = vec!["--config", "engine.toml", "--lake", "sim/lake", "--engine", engine];
         all.extend_from_slice(args);
         common::run_ok(dir, &all).stdout
     };

@@ -168,6 +168,10 @@ fn outputs(dir: &Path, lake: &[&str], engine: &str) -> Vec<(String, Vec<u8>)> {
     let run = |args: &[&str]| {
         let mut all = lake.to_vec();
         all.extend(["--engine", engine]);
+        if !lake.contains(&"--config") {
+            // A stuck job fails the test within minutes instead of holding CI for the default hour.
+            all.extend(["--config", "engine.toml"]);
+        }
         all.extend_from_slice(args);
         common::run_ok(dir, &all).stdout
     };
@@ -192,6 +196,7 @@ fn reports_on_the_stock_ballista_binaries_equal_the_local_engine() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     common::run_ok(dir, &["simulate", "--out", "sim", "--gpus", "16", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "2"]);
+    std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 300\n").unwrap();
     let local_lake = ["--lake", "sim/lake"];
     let local = outputs(dir, &local_lake, "local");
 
@@ -207,7 +212,8 @@ fn reports_on_the_stock_ballista_binaries_equal_the_local_engine() {
     if let Some(moto) = &moto {
         moto.create_bucket("fleet");
         moto.upload("fleet", "prod/lake", &dir.join("sim/lake"));
-        std::fs::write(dir.join("s3.toml"), moto.lake_toml("fleet", "prod/lake", &common::moto::Moto::credentials_file(dir))).unwrap();
+        let toml = moto.lake_toml("fleet", "prod/lake", &common::moto::Moto::credentials_file(dir));
+        std::fs::write(dir.join("s3.toml"), format!("{toml}\n[engine]\nquery_timeout_secs = 300\n")).unwrap();
         env.extend([
             ("AWS_ACCESS_KEY_ID", common::moto::KEY_ID.to_string()),
             ("AWS_SECRET_ACCESS_KEY", common::moto::SECRET.to_string()),
