@@ -90,7 +90,6 @@ impl SessionBuilder {
         SessionBuilder { memory_limit, engine, query_timeout, ..SessionBuilder::default() }
     }
 
-
     /// Where the SQL runs (`distributed`).
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = engine;

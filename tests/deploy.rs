@@ -1,6 +1,8 @@
 //! `deploy/` is real: the ConfigMap's gpuledger.toml loads with gpuledger's own config
 //! loader, every CronJob's arguments parse as a gpuledger command line, the image runs as a
-//! non-root user from a multi-stage build, and the kustomization lists every manifest.
+//! non-root user from a multi-stage build, and the kustomization lists every manifest; the
+//! object-storage and Ballista overlays change only what they say, and the Ballista
+//! Deployments' arguments parse with the stock programs' own parsers.
 
 mod common;
 
