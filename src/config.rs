@@ -201,11 +201,15 @@ pub struct S3Config {
     /// The lake lock's lease: a holder renews it every third of this; a crashed holder's lock
     /// is taken over once it has run out.
     pub lock_ttl_secs: u64,
+    /// Retries of a failed request (with exponential backoff) before the job fails.
+    pub retries: usize,
+    /// No retry starts later than this many seconds after a request's first try.
+    pub retry_timeout_secs: u64,
 }
 
 impl Default for S3Config {
     fn default() -> Self {
-        S3Config { endpoint: None, region: None, path_style: false, allow_http: false, credentials_file: None, profile: None, lock_ttl_secs: 300 }
+        S3Config { endpoint: None, region: None, path_style: false, allow_http: false, credentials_file: None, profile: None, lock_ttl_secs: 300, retries: 4, retry_timeout_secs: 30 }
     }
 }
 

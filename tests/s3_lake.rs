@@ -3,7 +3,8 @@
 //! files on disk; the writer puts byte-identical files under the same keys and rewrites a day in
 //! place; rollups are kept current there; the lock is a lease that excludes a live holder, is
 //! renewed, is taken over once it runs out, and lets exactly one of many racing takers in; an
-//! unreachable endpoint or wrong credentials fail with a message naming the lake and no secret.
+//! unreachable endpoint or wrong credentials fail with a message naming the lake and no secret;
+//! a failing store is retried exactly `lake.s3.retries` times.
 //! (The collector writing to a bucket from a real Prometheus is in tests/collect_prometheus.rs.)
 #![cfg(feature = "s3")]
 
@@ -263,4 +264,49 @@ fn an_unreachable_bucket_or_bad_credentials_fail_clearly() {
     let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(all.contains("s3://guarded/lake"), "{all}");
     assert!(!all.contains(moto::SECRET), "the secret key was printed");
+}
+
+/// A store answering every request with 503 (a fault moto will not produce on demand, so a canned
+/// reply): each request is tried exactly `1 + lake.s3.retries` times, then the command fails
+/// naming the lake and the retries.
+#[test]
+fn a_failing_store_is_retried_as_configured() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&requests);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 8192];
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            if s.read(&mut buf).is_ok_and(|n| n > 0) {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let _ = s.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            }
+        }
+    });
+    let creds = Moto::credentials_file(dir);
+    let mut counts = Vec::new();
+    for retries in [0usize, 2] {
+        let toml = format!(
+            "[lake]\npath = \"s3://flaky/lake\"\n\n[lake.s3]\nendpoint = \"http://127.0.0.1:{port}\"\nregion = \"us-east-1\"\npath_style = true\nallow_http = true\ncredentials_file = \"{}\"\nretries = {retries}\nretry_timeout_secs = 30\n",
+            creds.display()
+        );
+        std::fs::write(dir.join("flaky.toml"), toml).unwrap();
+        let before = requests.load(Ordering::SeqCst);
+        let err = common::run_fail(dir, &["--config", "flaky.toml", "tables"]);
+        assert!(err.contains("s3://flaky/lake") && err.contains("503"), "{err}");
+        if retries > 0 {
+            assert!(err.contains(&format!("after {retries} retries, max_retries: {retries}")), "{err}");
+        }
+        counts.push(requests.load(Ordering::SeqCst) - before);
+    }
+    assert!(counts[0] >= 1, "the store was asked: {counts:?}");
+    assert_eq!(counts[1], 3 * counts[0], "each request tried 1 + 2 times (with retries = 0: {} requests)", counts[0]);
 }

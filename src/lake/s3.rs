@@ -78,9 +78,10 @@ impl S3Store {
             .with_bucket_name(&bucket)
             .with_conditional_put(S3ConditionalPut::ETagMatch)
             // A few retries with backoff for a store that blips, then a clear error: a cron job
-            // should fail within a minute, not hang for the client's default three. (Client
-            // options first: they replace `allow_http`.)
-            .with_retry(RetryConfig { max_retries: 4, retry_timeout: Duration::from_secs(30), ..RetryConfig::default() })
+            // should fail within a minute (lake.s3.retries, retry_timeout_secs: 4 and 30 s), not
+            // hang for the client's default three minutes. (Client options first: they replace
+            // `allow_http`.)
+            .with_retry(RetryConfig { max_retries: config.retries, retry_timeout: Duration::from_secs(config.retry_timeout_secs), ..RetryConfig::default() })
             .with_client_options(ClientOptions::new().with_connect_timeout(Duration::from_secs(5)).with_timeout(Duration::from_secs(120)))
             .with_allow_http(config.allow_http)
             .with_virtual_hosted_style_request(!config.path_style);
