@@ -146,6 +146,10 @@ pub struct SimulateArgs {
     /// Share the last node's last GPU by time-slicing, as N replicas (2-4) of nvidia.com/gpu.shared.
     #[arg(long, default_value_t = 0)]
     pub time_sliced: u32,
+    /// With --openmetrics: where a MIG GPU's power, energy, temperature and XID are exported
+    /// (repeated on each instance's series, or on the parent GPU's own series).
+    #[arg(long, value_enum, default_value_t = crate::simulate::openmetrics::MigDeviceFields::Repeated)]
+    pub mig_device_fields: crate::simulate::openmetrics::MigDeviceFields,
 }
 
 #[derive(Debug, Args)]

@@ -207,7 +207,8 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         let tmp = PathBuf::from(format!("{}.tmp", path.display()));
         let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-        let samples = openmetrics::write(&sim, &mut out).with_context(|| format!("writing {}", tmp.display()))?;
+        let options = openmetrics::OmOptions { mig_device_fields: args.mig_device_fields };
+        let samples = openmetrics::write_with(&sim, options, &mut out).with_context(|| format!("writing {}", tmp.display()))?;
         out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).with_context(|| format!("flushing {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("publishing {}", path.display()))?;
         tracing::info!("wrote {samples} OpenMetrics samples to {} in {:.1}s", path.display(), t2.elapsed().as_secs_f64());
@@ -233,6 +234,7 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         openmetrics: None,
         time_sliced: 0,
         trace: None,
+        mig_device_fields: Default::default(),
     };
     simulate(ctx, &sim_args)?;
     // Teams and cost centres come from the simulated namespaces' labels in the lake (the

@@ -15,9 +15,8 @@ fn reports_on_ballista_equal_the_local_engine() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     common::run_ok(dir, &["simulate", "--out", "sim", "--gpus", "16", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "2"]);
-    // One run in ~20 of a month's chargeback on the in-process cluster was seen to stop (CPU idle,
-    // never finishing): a query timeout turns that into a failure here rather than a stalled CI.
-    std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 300\n").unwrap();
+    // A stalled query fails within a minute with the engine's own message, never holds CI up.
+    std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 60\n").unwrap();
     let run = |engine: &str, args: &[&str]| {
         let mut all = vec!["--config", "engine.toml", "--lake", "sim/lake", "--engine", engine];
         all.extend_from_slice(args);
@@ -34,6 +33,29 @@ fn reports_on_ballista_equal_the_local_engine() {
     let (local, ballista) = (run("local", &q), run("ballista://standalone", &q));
     assert!(local == ballista && String::from_utf8_lossy(&local).lines().count() > 3, "{}", String::from_utf8_lossy(&ballista));
     assert!(!dir.join("sim/lake/_scratch").exists() || std::fs::read_dir(dir.join("sim/lake/_scratch")).unwrap().next().is_none(), "scratch tables removed");
+}
+
+/// The stall of Ballista's adaptive planner (a stage re-planned between the launch of its first
+/// and second task; the scheduler then rejects the second task's status, "task metrics array
+/// size .. does not equal with the stage metrics array size ..", and waits for it forever) hit
+/// about 1 in 40 of these chargebacks. With the static planner: 20 in a row finish, equal to the
+/// local engine, and the scheduler never rejects a task's status.
+#[test]
+fn the_in_process_cluster_finishes_every_chargeback() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::run_ok(dir, &["simulate", "--out", "sim", "--gpus", "16", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "2"]);
+    std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 60\n").unwrap();
+    let args = |engine: &'static str| ["--config", "engine.toml", "--lake", "sim/lake", "--engine", engine, "report", "chargeback-models", "--from", FROM, "--to", TO, "--format", "json"];
+    let local = common::run_ok(dir, &args("local")).stdout;
+    for run in 1..=20 {
+        let out = common::bin().current_dir(dir).env("RUST_LOG", "info").args(args("ballista://standalone")).output().unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "run {run}: {}", log.lines().rev().take(30).collect::<Vec<_>>().join("\n"));
+        assert!(log.contains("Received task"), "run {run}: Ballista's own log is in ours (RUST_LOG)");
+        assert!(!log.contains("Failed to update") && !log.contains("AdaptiveDatafusionExec"), "run {run}: the adaptive planner ran, or a task status was rejected");
+        assert!(out.stdout == local, "run {run} differs from the local engine");
+    }
 }
 
 #[test]

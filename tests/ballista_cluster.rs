@@ -196,7 +196,7 @@ fn reports_on_the_stock_ballista_binaries_equal_the_local_engine() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     common::run_ok(dir, &["simulate", "--out", "sim", "--gpus", "16", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "2"]);
-    std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 300\n").unwrap();
+    std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 60\n").unwrap();
     let local_lake = ["--lake", "sim/lake"];
     let local = outputs(dir, &local_lake, "local");
 
@@ -213,7 +213,7 @@ fn reports_on_the_stock_ballista_binaries_equal_the_local_engine() {
         moto.create_bucket("fleet");
         moto.upload("fleet", "prod/lake", &dir.join("sim/lake"));
         let toml = moto.lake_toml("fleet", "prod/lake", &common::moto::Moto::credentials_file(dir));
-        std::fs::write(dir.join("s3.toml"), format!("{toml}\n[engine]\nquery_timeout_secs = 300\n")).unwrap();
+        std::fs::write(dir.join("s3.toml"), format!("{toml}\n[engine]\nquery_timeout_secs = 60\n")).unwrap();
         env.extend([
             ("AWS_ACCESS_KEY_ID", common::moto::KEY_ID.to_string()),
             ("AWS_SECRET_ACCESS_KEY", common::moto::SECRET.to_string()),

@@ -105,6 +105,73 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((p * (sorted.len() - 1) as f64).round() as usize).min(sorted.len() - 1)]
 }
 
+/// The chargeback's pool is the ledger's pool, GPU-step for GPU-step, and every namespace's
+/// GPU-hours and energy (the `__unallocated__` row's too) are within 0.5% of the ledger's.
+fn agrees_with_ledger(report: &Value, ledger: &Value) {
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(report["conservation"]["cluster_gpu_us"].as_f64().unwrap(), ledger["cluster_gpu_seconds"].as_f64().unwrap() * 1e6, "every GPU-step collected once");
+    let energy: f64 = rows.iter().map(|r| r["energy_kwh"].as_f64().unwrap()).sum();
+    let want = ledger["cluster_energy_j"].as_f64().unwrap() / 3.6e6;
+    eprintln!("pool energy: {energy:.4} kWh vs ledger {want:.4}");
+    assert!((energy - want).abs() <= want * 0.005, "pool energy {energy} kWh vs ledger {want}");
+    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
+        if truth["gpu_seconds"].as_f64().unwrap() == 0.0 {
+            assert!(rows.iter().all(|r| r["namespace"] != ns.as_str()), "{ns} held no GPU but has a row");
+            continue;
+        }
+        let row = rows.iter().find(|r| r["namespace"] == ns.as_str()).unwrap_or_else(|| panic!("no row for {ns}"));
+        for (got_k, want_k) in [("gpu_hours", "gpu_hours"), ("energy_kwh", "energy_kwh")] {
+            let (got, want) = (row[got_k].as_f64().unwrap(), truth[want_k].as_f64().unwrap());
+            eprintln!("{ns:>16} {got_k}: {got:.4} vs ledger {want:.4}");
+            assert!((got - want).abs() <= want.abs() * 0.005 + 1e-3, "{ns} {got_k}: collected {got} vs ledger {want}");
+        }
+    }
+}
+
+/// A MIG GPU whose exporter puts power, energy and temperature on the parent GPU's own series
+/// (no `GPU_I_*`, no pod) is no GPU of its own: the pool, every namespace and the idle row agree
+/// with the ledger as with the repeated shape, and the inventory holds only the instances.
+#[test]
+fn mig_device_fields_on_the_parent_series() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::run_ok(
+        dir,
+        &["simulate", "--out", "sim", "--gpus", "24", "--days", "1", "--step", "30", "--seed", "5", "--start", "2026-10-05", "--openmetrics", "history.om", "--mig-device-fields", "parent"],
+    );
+    let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
+    let parent_power = om.lines().filter(|l| l.starts_with("DCGM_FI_DEV_POWER_USAGE{") && l.contains("A100") && !l.contains("GPU_I_ID")).count();
+    assert!(parent_power > 0 && !om.lines().any(|l| l.starts_with("DCGM_FI_DEV_POWER_USAGE{") && l.contains("GPU_I_ID")), "the parent shape");
+    let tsdb = dir.join("tsdb");
+    let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("history.om")).arg(&tsdb).output().unwrap();
+    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    let prom = Prom::start(&tsdb, dir);
+    write_config(dir, "p.toml", &prom.url(), "lake", "");
+    common::run_ok(dir, &["--config", "p.toml", "collect", "--from", FROM, "--to", TO]);
+    let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+        dir,
+        &["--config", "p.toml", "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"],
+    )))
+    .unwrap();
+    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
+    agrees_with_ledger(&report, &ledger);
+    let csv = common::stdout(&common::run_ok(dir, &["--config", "p.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "csv"]));
+    let (header, rows) = common::parse_csv(&csv);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let mig: Vec<&Vec<String>> = rows.iter().filter(|r| r[col("mig_gpus")] != "0").collect();
+    assert_eq!(mig.len(), 1, "one MIG node:\n{csv}");
+    let cells = |r: &Vec<String>| ["gpus", "mig_gpus", "mig_layout"].map(|c| r[col(c)].clone());
+    assert_eq!(cells(mig[0]), ["8", "8", "8 x 3g.40gb + 8 x 4g.40gb"].map(String::from), "{csv}");
+    let whole_units = common::stdout(&common::run_ok(
+        dir,
+        &["--config", "p.toml", "query", &format!("SELECT count(*) FROM nodes WHERE node = '{}' AND gpu_instance_id IS NULL", mig[0][col("node")]), "--format", "csv"],
+    ));
+    assert_eq!(common::parse_csv(&whole_units).1[0][0], "0", "no parent GPU of its own on the MIG node");
+}
+
 #[test]
 fn collect_from_a_real_prometheus() {
     if !tools_present() {
@@ -135,19 +202,7 @@ fn collect_from_a_real_prometheus() {
     .unwrap();
     let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(report["conservation"]["cluster_gpu_us"].as_f64().unwrap(), ledger["cluster_gpu_seconds"].as_f64().unwrap() * 1e6, "every GPU-step collected once");
-    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
-        if truth["gpu_seconds"].as_f64().unwrap() == 0.0 {
-            assert!(rows.iter().all(|r| r["namespace"] != ns.as_str()), "{ns} held no GPU but has a row");
-            continue;
-        }
-        let row = rows.iter().find(|r| r["namespace"] == ns.as_str()).unwrap_or_else(|| panic!("no row for {ns}"));
-        for (got_k, want_k) in [("gpu_hours", "gpu_hours"), ("energy_kwh", "energy_kwh")] {
-            let (got, want) = (row[got_k].as_f64().unwrap(), truth[want_k].as_f64().unwrap());
-            eprintln!("{ns:>16} {got_k}: {got:.4} vs ledger {want:.4}");
-            assert!((got - want).abs() <= want.abs() * 0.005 + 1e-3, "{ns} {got_k}: collected {got} vs ledger {want}");
-        }
-    }
+    agrees_with_ledger(&report, &ledger);
     // Pod wait times per namespace, from the collected pods table.
     let csv = common::stdout(&common::run_ok(
         dir,

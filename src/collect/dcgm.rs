@@ -181,59 +181,133 @@ impl DcgmGrid {
     }
 
     /// Rows for cells `[c0, c1)` of the grid (one day), in the table's schema.
+    ///
+    /// A GPU with MIG instances in a step is capacity only through them: its own series (the
+    /// parent, without `GPU_I_*`) is no unit of its own then, and lends its device-level values
+    /// (power, temperature, XID) to instances that do not repeat them; where the instances do
+    /// not fill the GPU, the rest is one unallocated row with the remaining share. Device-level
+    /// values repeated on every instance are the GPU's, split by share, never summed.
     pub fn batch(&self, c0: usize, c1: usize) -> RecordBatch {
-        let step_s = (self.step / 1000) as i32;
         let mut rows = GpuSamplesBuilder::new();
-        for (key, (info, grid)) in &self.units {
-            let counters = self.energy.get(&key.uuid);
-            for c in c0..c1.min(self.cells) {
-                let cell = &grid[c];
-                if !cell.seen {
-                    continue;
-                }
-                let v = |f: Field| cell.values[f as usize];
-                let gpu_power = v(Field::Power);
-                let gpu_energy_j = counters
-                    .and_then(|e| match (e[c], e[c + 1]) {
-                        (Some(a), Some(b)) if b >= a => Some((b - a) / 1000.0),
-                        _ => None, // a reset (driver reload) or a missing scrape
-                    })
-                    .or_else(|| gpu_power.map(|p| p * step_s as f64));
-                let utilisation = v(Field::Util).or_else(|| v(Field::EngineActive).map(|r| r * 100.0));
-                let total = match (v(Field::FbUsed), v(Field::FbFree)) {
-                    (Some(u), Some(f)) => Some(u + f),
-                    _ => None,
-                };
-                let holders: Vec<Option<&(String, String, Option<String>)>> =
-                    if cell.holders.is_empty() { vec![None] } else { cell.holders.iter().map(Some).collect() };
-                let row_share = info.share / holders.len() as f64;
-                for h in holders {
-                    rows.push(&GpuSampleRow {
-                        ts: self.from + c as i64 * self.step,
-                        step_s,
-                        node: &key.node,
-                        gpu_uuid: &key.uuid,
-                        gpu_index: info.gpu_index,
-                        gpu_model: &info.model,
-                        mig_profile: info.profile.as_deref(),
-                        gpu_instance_id: key.gi,
-                        namespace: h.map(|h| h.0.as_str()),
-                        pod: h.map(|h| h.1.as_str()),
-                        container: h.and_then(|h| h.2.as_deref()),
-                        share: row_share,
-                        util_pct: utilisation.map(|u| u as f32),
-                        mem_used_mib: v(Field::FbUsed).map(|x| x as f32),
-                        mem_total_mib: total.map(|x| x as f32),
-                        power_w: gpu_power.map(|p| (p * row_share) as f32),
-                        energy_j: gpu_energy_j.map(|e| e * row_share),
-                        temp_c: v(Field::Temp).map(|x| x as f32),
-                        xid: v(Field::Xid).map(|x| x as i32),
-                    });
-                }
+        let c1 = c1.min(self.cells);
+        let keys: Vec<&UnitKey> = self.units.keys().collect();
+        let mut i = 0;
+        while i < keys.len() {
+            let gpu = (&keys[i].node, &keys[i].uuid);
+            let mut j = i;
+            while j < keys.len() && (&keys[j].node, &keys[j].uuid) == gpu {
+                j += 1;
             }
+            self.gpu_rows(&keys[i..j], c0, c1, &mut rows);
+            i = j;
         }
         rows.finish()
     }
+
+    /// The rows of one physical GPU: its parent (or whole-GPU) unit first, then its instances.
+    fn gpu_rows(&self, keys: &[&UnitKey], c0: usize, c1: usize, rows: &mut GpuSamplesBuilder) {
+        let parent = keys.iter().find(|k| k.gi.is_none()).map(|k| (*k, &self.units[*k]));
+        let instances: Vec<(&UnitKey, &(UnitInfo, Vec<Cell>))> = keys.iter().filter(|k| k.gi.is_some()).map(|k| (*k, &self.units[*k])).collect();
+        let counters = self.energy.get(&keys[0].uuid);
+        let step_s = (self.step / 1000) as i32;
+        // The parent's row (whole GPU, or the unpartitioned rest of a MIG GPU), cell by cell.
+        let whole_key = UnitKey { node: keys[0].node.clone(), uuid: keys[0].uuid.clone(), gi: None };
+        for c in c0..c1 {
+            let mig_share: f64 = instances.iter().filter(|(_, (_, g))| g[c].seen).map(|(_, (info, _))| info.share).sum();
+            let parent_cell = parent.map(|(_, (_, g))| &g[c]).filter(|cell| cell.seen);
+            if mig_share > 0.0 {
+                let rest = 1.0 - mig_share;
+                if rest <= 1e-9 {
+                    continue;
+                }
+                // The unpartitioned rest: nobody's, device values from the parent or an instance.
+                let device = parent_cell.or_else(|| instances.iter().map(|(_, (_, g))| &g[c]).find(|cell| cell.seen)).expect("an instance is seen");
+                let info = parent.map_or_else(|| &instances[0].1 .0, |(_, (info, _))| info);
+                let cell = Cell { seen: true, holders: Vec::new(), values: device_values(&device.values) };
+                self.push_rows(rows, &whole_key, info, None, rest, &cell, None, counters, c, step_s);
+            } else if let (Some((key, (info, _))), Some(cell)) = (parent, parent_cell) {
+                self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, None, counters, c, step_s);
+            }
+        }
+        for (key, (info, grid)) in &instances {
+            for c in c0..c1 {
+                let cell = &grid[c];
+                if cell.seen {
+                    let parent_values = parent.map(|(_, (_, g))| &g[c]).filter(|p| p.seen).map(|p| &p.values);
+                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, parent_values, counters, c, step_s);
+                }
+            }
+        }
+    }
+
+    /// One row per holder of `cell` (one without a holder when none), `share` split evenly.
+    #[allow(clippy::too_many_arguments)]
+    fn push_rows(
+        &self,
+        rows: &mut GpuSamplesBuilder,
+        key: &UnitKey,
+        info: &UnitInfo,
+        profile: Option<&str>,
+        share: f64,
+        cell: &Cell,
+        parent: Option<&[Option<f64>; 8]>,
+        counters: Option<&Vec<Option<f64>>>,
+        c: usize,
+        step_s: i32,
+    ) {
+        // A device-level field the instance's series lacks comes from its parent GPU's series.
+        let v = |f: Field| cell.values[f as usize].or_else(|| if DEVICE_FIELDS.contains(&f) { parent.and_then(|p| p[f as usize]) } else { None });
+        let gpu_power = v(Field::Power);
+        let gpu_energy_j = counters
+            .and_then(|e| match (e[c], e[c + 1]) {
+                (Some(a), Some(b)) if b >= a => Some((b - a) / 1000.0),
+                _ => None, // a reset (driver reload) or a missing scrape
+            })
+            .or_else(|| gpu_power.map(|p| p * step_s as f64));
+        let utilisation = v(Field::Util).or_else(|| v(Field::EngineActive).map(|r| r * 100.0));
+        let total = match (v(Field::FbUsed), v(Field::FbFree)) {
+            (Some(u), Some(f)) => Some(u + f),
+            _ => None,
+        };
+        let holders: Vec<Option<&(String, String, Option<String>)>> =
+            if cell.holders.is_empty() { vec![None] } else { cell.holders.iter().map(Some).collect() };
+        let row_share = share / holders.len() as f64;
+        for h in holders {
+            rows.push(&GpuSampleRow {
+                ts: self.from + c as i64 * self.step,
+                step_s,
+                node: &key.node,
+                gpu_uuid: &key.uuid,
+                gpu_index: info.gpu_index,
+                gpu_model: &info.model,
+                mig_profile: profile,
+                gpu_instance_id: key.gi,
+                namespace: h.map(|h| h.0.as_str()),
+                pod: h.map(|h| h.1.as_str()),
+                container: h.and_then(|h| h.2.as_deref()),
+                share: row_share,
+                util_pct: utilisation.map(|u| u as f32),
+                mem_used_mib: v(Field::FbUsed).map(|x| x as f32),
+                mem_total_mib: total.map(|x| x as f32),
+                power_w: gpu_power.map(|p| (p * row_share) as f32),
+                energy_j: gpu_energy_j.map(|e| e * row_share),
+                temp_c: v(Field::Temp).map(|x| x as f32),
+                xid: v(Field::Xid).map(|x| x as i32),
+            });
+        }
+    }
+}
+
+/// Fields that belong to the physical GPU, not to a MIG instance.
+const DEVICE_FIELDS: [Field; 4] = [Field::Power, Field::Energy, Field::Temp, Field::Xid];
+
+/// Only the device-level values of a cell (the unpartitioned rest of a MIG GPU runs nothing).
+fn device_values(values: &[Option<f64>; 8]) -> [Option<f64>; 8] {
+    let mut out = [None; 8];
+    for f in DEVICE_FIELDS {
+        out[f as usize] = values[f as usize];
+    }
+    out
 }
 
 #[cfg(test)]
@@ -270,5 +344,94 @@ mod tests {
         assert_eq!(b.num_rows(), 3);
         let e = b.column_by_name("energy_j").unwrap().as_any().downcast_ref::<arrow::array::Float64Array>().unwrap();
         assert_eq!(e.values().to_vec(), vec![3000.0, 3000.0, 3300.0], "reset cell priced at power x step");
+    }
+}
+
+#[cfg(test)]
+mod mig_tests {
+    use super::*;
+    use arrow::array::{AsArray, Float64Array};
+    use arrow::datatypes::Float64Type;
+
+    fn s(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
+        Series { labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), samples: samples.to_vec() }
+    }
+
+    const GPU: [(&str, &str); 4] = [("UUID", "GPU-M"), ("Hostname", "n1"), ("modelName", "NVIDIA A100-SXM4-80GB"), ("gpu", "0")];
+
+    fn instance(profile: &'static str, gi: &'static str, pod: &'static str) -> Vec<(&'static str, &'static str)> {
+        let mut v = GPU.to_vec();
+        v.extend([("GPU_I_PROFILE", profile), ("GPU_I_ID", gi), ("namespace", "a"), ("pod", pod)]);
+        v
+    }
+
+    fn shares_and_energy(b: &RecordBatch) -> (f64, f64, usize) {
+        let share: f64 = b.column_by_name("share").unwrap().as_primitive::<Float64Type>().values().iter().sum();
+        let e: f64 = b.column_by_name("energy_j").unwrap().as_any().downcast_ref::<Float64Array>().unwrap().iter().flatten().sum();
+        let unallocated = b.column_by_name("namespace").unwrap().null_count();
+        (share, e, unallocated)
+    }
+
+    /// Two steps of 30 s, 100 W and 3000 J a step: whatever the exporter's shape, the GPU is one
+    /// GPU (2 GPU-steps) and 6000 J, never its instances plus itself.
+    #[test]
+    fn a_mig_gpu_is_counted_once_in_both_exporter_shapes() {
+        let cfg = PrometheusConfig::default();
+        let energy = [(0, 1_000_000.0), (30_000, 4_000_000.0), (60_000, 7_000_000.0)];
+        let power = [(0, 100.0), (30_000, 100.0)];
+        let active = [(0, 0.5), (30_000, 0.5)];
+        // Device-level fields on the parent's own series (no GPU_I_*, no pod).
+        let mut parent = DcgmGrid::new(0, 60_000, 30);
+        parent.add(Field::EngineActive, &[s(&instance("3g.40gb", "1", "p1"), &active), s(&instance("4g.40gb", "2", "p2"), &active)], &cfg);
+        parent.add(Field::Power, &[s(&GPU, &power)], &cfg);
+        parent.add(Field::Energy, &[s(&GPU, &energy)], &cfg);
+        parent.add(Field::Temp, &[s(&GPU, &[(0, 40.0), (30_000, 41.0)])], &cfg);
+        let b = parent.batch(0, 2);
+        assert_eq!(b.num_rows(), 4, "two instances x two steps, no row for the parent");
+        let (share, e, unalloc) = shares_and_energy(&b);
+        assert!((share - 2.0).abs() < 1e-12 && (e - 6000.0).abs() < 1e-9 && unalloc == 0, "{share} {e} {unalloc}");
+        let watts: f64 = b.column_by_name("power_w").unwrap().as_primitive::<arrow::datatypes::Float32Type>().values().iter().map(|p| *p as f64).sum();
+        assert!((watts - 200.0).abs() < 1e-3, "the parent's power split over its instances: {watts}");
+        assert_eq!(b.column_by_name("temp_c").unwrap().null_count(), 0, "and its temperature");
+
+        // Device-level fields repeated on every instance's series, with the GPU's value.
+        let mut repeated = DcgmGrid::new(0, 60_000, 30);
+        let both = |f: &[(i64, f64)]| vec![s(&instance("3g.40gb", "1", "p1"), f), s(&instance("4g.40gb", "2", "p2"), f)];
+        repeated.add(Field::EngineActive, &both(&active), &cfg);
+        repeated.add(Field::Power, &both(&power), &cfg);
+        repeated.add(Field::Energy, &both(&energy), &cfg);
+        let b = repeated.batch(0, 2);
+        let (share, e, unalloc) = shares_and_energy(&b);
+        assert!(b.num_rows() == 4 && (share - 2.0).abs() < 1e-12 && (e - 6000.0).abs() < 1e-9 && unalloc == 0, "{share} {e} {unalloc}");
+    }
+
+    /// One 3g.40gb instance on an A100 (3/7), the rest unpartitioned: the rest is an unallocated
+    /// row of 4/7 with its share of the energy; then the GPU leaves MIG mode and is whole again.
+    #[test]
+    fn the_unpartitioned_rest_is_unallocated_and_a_switch_to_whole_mode_reads_right() {
+        let cfg = PrometheusConfig::default();
+        let mut g = DcgmGrid::new(0, 90_000, 30);
+        g.add(Field::EngineActive, &[s(&instance("3g.40gb", "1", "p1"), &[(0, 0.9), (30_000, 0.9)])], &cfg);
+        let mut whole = GPU.to_vec();
+        whole.extend([("namespace", "b"), ("pod", "w1")]);
+        g.add(Field::Util, &[s(&whole, &[(60_000, 80.0)])], &cfg);
+        g.add(Field::Power, &[s(&GPU, &[(0, 70.0), (30_000, 70.0)]), s(&whole, &[(60_000, 300.0)])], &cfg);
+        g.add(Field::Energy, &[s(&GPU, &[(0, 0.0), (30_000, 2_100_000.0), (60_000, 4_200_000.0)]), s(&whole, &[(90_000, 13_200_000.0)])], &cfg);
+        let b = g.batch(0, 3);
+        let (share, e, unalloc) = shares_and_energy(&b);
+        assert!((share - 3.0).abs() < 1e-12, "three GPU-steps, not more: {share}");
+        assert!((e - (2100.0 * 2.0 + 9000.0)).abs() < 1e-9, "{e}");
+        assert_eq!(unalloc, 2, "the rest in each MIG step");
+        let ns = b.column_by_name("namespace").unwrap();
+        let ns = arrow::compute::cast(ns, &arrow::datatypes::DataType::Utf8).unwrap();
+        let sh = b.column_by_name("share").unwrap().as_primitive::<Float64Type>();
+        let util = b.column_by_name("util_pct").unwrap();
+        for i in 0..b.num_rows() {
+            if ns.is_null(i) {
+                assert!((sh.value(i) - 4.0 / 7.0).abs() < 1e-12 && util.is_null(i), "the rest: 4/7, no utilisation");
+            }
+        }
+        let whole_rows: Vec<usize> = (0..b.num_rows()).filter(|&i| ns.as_string::<i32>().value(i) == "b").collect();
+        assert!(whole_rows.len() == 1 && sh.value(whole_rows[0]) == 1.0, "whole again after the switch");
     }
 }

@@ -54,9 +54,31 @@ fn ts_s(ms: i64) -> String {
     }
 }
 
+/// Where dcgm-exporter puts a MIG GPU's device-level fields (power, energy, temperature, XID):
+/// both happen in the field, depending on its version and settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MigDeviceFields {
+    /// Repeated on every instance's series, with the GPU's value.
+    #[default]
+    Repeated,
+    /// On the parent GPU's own series, without `GPU_I_*` labels (and without a pod).
+    Parent,
+}
+
+/// How the exporters are shaped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OmOptions {
+    pub mig_device_fields: MigDeviceFields,
+}
+
 /// Writes the window's history; returns the number of samples written.
 pub fn write(sim: &Simulation, out: &mut impl Write) -> io::Result<u64> {
-    let mut w = OmWriter { sim, model: sim.signals(), out, samples: 0 };
+    write_with(sim, OmOptions::default(), out)
+}
+
+/// [`write`] with the exporters shaped by `options`.
+pub fn write_with(sim: &Simulation, options: OmOptions, out: &mut impl Write) -> io::Result<u64> {
+    let mut w = OmWriter { sim, model: sim.signals(), out, samples: 0, options };
     w.dcgm()?;
     w.ksm()?;
     writeln!(w.out, "# EOF")?;
@@ -68,6 +90,7 @@ struct OmWriter<'a, W: Write> {
     model: SignalModel<'a>,
     out: &'a mut W,
     samples: u64,
+    options: OmOptions,
 }
 
 impl<W: Write> OmWriter<'_, W> {
@@ -102,11 +125,16 @@ impl<W: Write> OmWriter<'_, W> {
             counters.push(c);
         }
 
+        let on_parent = self.options.mig_device_fields == MigDeviceFields::Parent;
         for fam in Dcgm::ALL {
             self.family(fam.default_name(), fam.help())?;
+            let device_level = matches!(fam, Dcgm::Power | Dcgm::Energy | Dcgm::Temp | Dcgm::Xid);
+            if device_level && on_parent {
+                self.mig_parents(fam, steps, &counters)?;
+            }
             for (u, unit) in sim.cluster.units.iter().enumerate() {
                 let mig = unit.mig_profile.is_some();
-                if (fam == Dcgm::Util && mig) || (fam == Dcgm::EngineActive && !mig) {
+                if (fam == Dcgm::Util && mig) || (fam == Dcgm::EngineActive && !mig) || (mig && device_level && on_parent) {
                     continue;
                 }
                 // Group the unit's steps by holder: one series per label set, each contiguous.
@@ -166,6 +194,45 @@ impl<W: Write> OmWriter<'_, W> {
                         self.sample(fam.default_name(), &labels, &value, ts)?;
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A device-level field of every MIG GPU on its parent's own series: the GPU's labels
+    /// without `GPU_I_*` and without a pod, one series per GPU for the whole window.
+    fn mig_parents(&mut self, fam: Dcgm, steps: usize, counters: &[Vec<u64>]) -> io::Result<()> {
+        let sim = self.sim;
+        let (ws, _) = sim.params.window_ms();
+        let step = self.model.step_ms;
+        for (g, gpu) in sim.cluster.gpus.iter().enumerate() {
+            let first = &sim.cluster.units[gpu.units[0]];
+            if first.mig_profile.is_none() {
+                continue;
+            }
+            let node = &sim.cluster.nodes[gpu.node].name;
+            let mut labels = format!(
+                "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"00000000:{:02X}:00.0\",device=\"nvidia{}\",modelName=\"{}\",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"{DRIVER}\"",
+                first.gpu_index,
+                first.uuid,
+                0x07 + first.gpu_index * 8,
+                first.gpu_index,
+                first.model.name
+            );
+            if fam == Dcgm::Xid {
+                labels.push_str(",err_code=\"0\",err_msg=\"No Error\"");
+            }
+            write!(labels, ",instance=\"{node}:9400\",job=\"dcgm-exporter\"").expect("string write");
+            for k in 0..steps {
+                let ts = ws + k as i64 * step;
+                let s = self.model.gpu_at(g, ts);
+                let value = match fam {
+                    Dcgm::Power => format!("{:.6}", s.power_w),
+                    Dcgm::Energy => format!("{}", counters[g][k]),
+                    Dcgm::Temp => format!("{}", s.temp_c as i64),
+                    _ => format!("{}", s.units.iter().map(|u| u.xid).max().unwrap_or(0)),
+                };
+                self.sample(fam.default_name(), &labels, &value, ts)?;
             }
         }
         Ok(())
