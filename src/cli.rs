@@ -150,6 +150,16 @@ pub struct SimulateArgs {
     /// (repeated on each instance's series, or on the parent GPU's own series).
     #[arg(long, value_enum, default_value_t = crate::simulate::openmetrics::MigDeviceFields::Repeated)]
     pub mig_device_fields: crate::simulate::openmetrics::MigDeviceFields,
+    /// With --openmetrics: seconds between scrapes of each node's dcgm-exporter (default: one
+    /// scrape per step, on the step), independent of --step.
+    #[arg(long)]
+    pub scrape_interval: Option<f64>,
+    /// With --openmetrics: each scrape lands up to this many seconds either side of its slot.
+    #[arg(long, default_value_t = 0.0)]
+    pub scrape_jitter: f64,
+    /// With --openmetrics: percent of scrapes missed, in runs of 1 to 4 in a row.
+    #[arg(long, default_value_t = 0.0)]
+    pub missed_scrapes: f64,
 }
 
 #[derive(Debug, Args)]

@@ -207,7 +207,15 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         let tmp = PathBuf::from(format!("{}.tmp", path.display()));
         let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-        let options = openmetrics::OmOptions { mig_device_fields: args.mig_device_fields };
+        if args.scrape_interval.is_some_and(|s| !(s >= 1.0 && s <= 3600.0)) || !(0.0..=100.0).contains(&args.missed_scrapes) || !(args.scrape_jitter >= 0.0) {
+            anyhow::bail!("--scrape-interval must be 1-3600 s, --missed-scrapes 0-100 %, --scrape-jitter at least 0 s");
+        }
+        let options = openmetrics::OmOptions {
+            mig_device_fields: args.mig_device_fields,
+            scrape_interval_ms: args.scrape_interval.map(|s| (s * 1000.0).round() as i64),
+            scrape_jitter_ms: (args.scrape_jitter * 1000.0).round() as i64,
+            missed_scrapes: args.missed_scrapes / 100.0,
+        };
         let samples = openmetrics::write_with(&sim, options, &mut out).with_context(|| format!("writing {}", tmp.display()))?;
         out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).with_context(|| format!("flushing {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("publishing {}", path.display()))?;
@@ -235,6 +243,9 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         time_sliced: 0,
         trace: None,
         mig_device_fields: Default::default(),
+        scrape_interval: None,
+        scrape_jitter: 0.0,
+        missed_scrapes: 0.0,
     };
     simulate(ctx, &sim_args)?;
     // Teams and cost centres come from the simulated namespaces' labels in the lake (the

@@ -220,6 +220,10 @@ pub struct PrometheusConfig {
     pub url: String,
     /// The lake's sample grid.
     pub step_secs: u32,
+    /// How long a sample stands when its series has no next one (Prometheus' lookback delta):
+    /// a step with no scrape inside takes the last sample this recent. A series that ends stops
+    /// at its last sample plus its own scrape interval.
+    pub lookback_secs: u32,
     /// `collect` without `--to` stops at now minus this much (data still arriving).
     pub lag_secs: u64,
     /// First `collect` without a checkpoint starts this many days back (UTC midnight).
@@ -312,6 +316,10 @@ pub struct LabelNames {
     pub namespace: Vec<String>,
     pub pod: Vec<String>,
     pub container: Vec<String>,
+    /// Pod-name prefixes of the DCGM exporter itself: on a series without `exported_*`
+    /// labels, a plain `pod` starting with one of these names the scrape target (a
+    /// ServiceMonitor without `honorLabels`), not a workload.
+    pub exporter_pods: Vec<String>,
     /// kube_pod_labels labels that name the pod's team, first match wins.
     pub team: Vec<String>,
     /// kube_namespace_labels labels that name a namespace's team, first match wins.
@@ -328,6 +336,7 @@ impl Default for LabelNames {
             namespace: v(&["namespace", "pod_namespace"]),
             pod: v(&["pod", "pod_name"]),
             container: v(&["container", "container_name"]),
+            exporter_pods: v(&["nvidia-dcgm-exporter", "dcgm-exporter"]),
             team: v(&["label_team", "label_cost_center"]),
             namespace_team: v(&["label_team"]),
             namespace_cost_centre: v(&["label_cost_centre", "label_cost_center", "label_costcenter"]),
@@ -448,6 +457,7 @@ impl Default for PrometheusConfig {
         PrometheusConfig {
             url: "http://127.0.0.1:9090".into(),
             step_secs: 30,
+            lookback_secs: 300,
             lag_secs: 300,
             initial_days: 7,
             chunk_secs: 6 * 3600,
@@ -583,6 +593,9 @@ impl Config {
         let pr = &self.prometheus;
         if pr.chunk_secs < pr.step_secs as u64 || pr.chunk_secs % pr.step_secs as u64 != 0 || pr.chunk_secs > 86_400 {
             return Err(invalid("prometheus.chunk_secs", format!("must be a multiple of step_secs, at most 86400, got {}", pr.chunk_secs)));
+        }
+        if pr.lookback_secs == 0 || pr.lookback_secs > 3600 {
+            return Err(invalid("prometheus.lookback_secs", format!("must be 1..=3600, got {}", pr.lookback_secs)));
         }
         if 86_400 % pr.step_secs != 0 {
             return Err(invalid("prometheus.step_secs", format!("must divide a day (86400 s), got {}", pr.step_secs)));

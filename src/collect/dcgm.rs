@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use arrow::array::RecordBatch;
 
-use super::labels::{sane, LabelPick};
+use super::labels::{sane, Holder, LabelPick, WorkloadLabels};
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
 use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder};
@@ -88,8 +88,12 @@ struct UnitInfo {
 
 #[derive(Debug, Clone, Default)]
 struct Cell {
+    /// A sample of the unit falls in the step, or one stands over it (the lookback).
     seen: bool,
-    holders: Vec<(String, String, Option<String>)>,
+    /// A sample of the unit falls in the step itself: its holders are the step's, and no
+    /// earlier series lingers into it.
+    direct: bool,
+    holders: Vec<Holder>,
     values: [Option<f64>; 8],
 }
 
@@ -125,9 +129,7 @@ impl DcgmGrid {
 
     /// Adds one query's series (samples may run one step past the window for energy).
     pub fn add(&mut self, field: Field, series: &[Series], cfg: &PrometheusConfig) {
-        let ns_pick = LabelPick::for_response(&cfg.labels.namespace, series);
-        let pod_pick = LabelPick::for_response(&cfg.labels.pod, series);
-        let ctr_pick = LabelPick::for_response(&cfg.labels.container, series);
+        let workload = WorkloadLabels::new(&cfg.labels);
         let node_pick = LabelPick::plain(&cfg.labels.node);
         for s in series {
             let Some(uuid) = s.labels.get("UUID").or_else(|| s.labels.get("uuid")) else { continue };
@@ -135,10 +137,7 @@ impl DcgmGrid {
             let model = s.labels.get("modelName").cloned().unwrap_or_default();
             let profile = s.labels.get("GPU_I_PROFILE").filter(|p| !p.is_empty()).cloned();
             let gi = s.labels.get("GPU_I_ID").and_then(|g| g.parse::<i16>().ok()).filter(|_| profile.is_some());
-            let holder = match (ns_pick.get(&s.labels), pod_pick.get(&s.labels)) {
-                (Some(ns), Some(pod)) => Some((ns.to_string(), pod.to_string(), ctr_pick.get(&s.labels).map(str::to_string))),
-                _ => None,
-            };
+            let holder = workload.holder(&s.labels);
             if field == Field::Energy {
                 let counters = self.energy.entry(uuid.clone()).or_insert_with(|| vec![None; self.cells + 1]);
                 for &(t, v) in &s.samples {
@@ -162,6 +161,7 @@ impl DcgmGrid {
                 }
                 let cell = &mut grid[c as usize];
                 cell.seen = true;
+                cell.direct = true;
                 if let Some(h) = &holder {
                     if !cell.holders.contains(h) {
                         cell.holders.push(h.clone());
@@ -173,6 +173,90 @@ impl DcgmGrid {
                 }
             }
         }
+    }
+
+    /// Prometheus' sample semantics on the grid, after every [`add`](Self::add): a sample stands
+    /// until its series' next sample, for at most `prometheus.lookback_secs`; the last one of a
+    /// series until its unit's next scrape within the lookback, else for its own scrape interval
+    /// (the median gap between its samples, else `fallback_interval_ms`). A step no sample of its unit falls in takes the holders and
+    /// values of the samples standing over its start; a step with a sample of its own keeps its
+    /// holders (an ended series never lingers next to the next holder) and only takes values it
+    /// lacks. Energy counters are interpolated between two samples at most a lookback apart.
+    /// `parts` are one series' samples, chunk by chunk, in time order. Returns the steps filled.
+    pub fn fill(&mut self, field: Field, labels: &BTreeMap<String, String>, parts: &[&[(i64, f64)]], cfg: &PrometheusConfig, fallback_interval_ms: i64) -> usize {
+        let Some(uuid) = labels.get("UUID").or_else(|| labels.get("uuid")) else { return 0 };
+        let node = LabelPick::plain(&cfg.labels.node).get(labels).unwrap_or("").to_string();
+        let profile = labels.get("GPU_I_PROFILE").filter(|p| !p.is_empty());
+        let gi = labels.get("GPU_I_ID").and_then(|g| g.parse::<i16>().ok()).filter(|_| profile.is_some());
+        let holder = WorkloadLabels::new(&cfg.labels).holder(labels);
+        let samples: Vec<(i64, f64)> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+        if samples.is_empty() {
+            return 0;
+        }
+        let interval = median_gap(&samples).unwrap_or(fallback_interval_ms);
+        let lookback = cfg.lookback_secs as i64 * 1000;
+        let (from, step, cells) = (self.from, self.step, self.cells as i64);
+        let cell_of = |t: i64| (t - from).div_euclid(step);
+        let mut filled = 0;
+        if field == Field::Energy {
+            if let Some(counters) = self.energy.get_mut(uuid) {
+                for w in samples.windows(2) {
+                    let ((t0, v0), (t1, v1)) = (w[0], w[1]);
+                    let (Some(v0), Some(v1)) = (sane(v0), sane(v1)) else { continue };
+                    if v1 < v0 || t1 - t0 > lookback || t1 <= t0 {
+                        continue; // a reset: the step is priced at power x time
+                    }
+                    for c in (cell_of(t0) + 1).max(0)..cell_of(t1).min(cells + 1) {
+                        let at = from + c * step;
+                        if counters[c as usize].is_none() {
+                            counters[c as usize] = Some(v0 + (v1 - v0) * (at - t0) as f64 / (t1 - t0) as f64);
+                        }
+                    }
+                }
+            }
+        }
+        let key = UnitKey { node, uuid: uuid.clone(), gi };
+        let Some((_, grid)) = self.units.get_mut(&key) else { return 0 };
+        for (i, &(t, v)) in samples.iter().enumerate() {
+            let next = samples.get(i + 1).map(|s| s.0);
+            let end = match next {
+                Some(n) => n.min(t + lookback),
+                // The series' last sample: it stands until its unit's next scrape (where a live
+                // Prometheus writes the staleness marker), within the lookback; with no later
+                // scrape of the unit at all, for the series' own interval.
+                None => {
+                    let next_scrape = (cell_of(t) + 1..cells).take_while(|&c| from + c * step < t + lookback).find(|&c| c >= 0 && grid[c as usize].direct);
+                    match next_scrape {
+                        Some(c) => from + c * step,
+                        None => t + interval.min(lookback),
+                    }
+                }
+            };
+            let next_cell = next.map(cell_of);
+            let mut c = cell_of(t) + 1;
+            while c < cells && from + c * step < end && Some(c) != next_cell {
+                if c >= 0 {
+                    let cell = &mut grid[c as usize];
+                    if !cell.direct {
+                        if !cell.seen {
+                            filled += 1;
+                        }
+                        cell.seen = true;
+                        if let Some(h) = &holder {
+                            if !cell.holders.contains(h) {
+                                cell.holders.push(h.clone());
+                            }
+                        }
+                    }
+                    let slot = &mut cell.values[field as usize];
+                    if slot.is_none() {
+                        *slot = sane(v);
+                    }
+                }
+                c += 1;
+            }
+        }
+        filled
     }
 
     /// Number of grid cells with any DCGM sample.
@@ -223,7 +307,7 @@ impl DcgmGrid {
                 // The unpartitioned rest: nobody's, device values from the parent or an instance.
                 let device = parent_cell.or_else(|| instances.iter().map(|(_, (_, g))| &g[c]).find(|cell| cell.seen)).expect("an instance is seen");
                 let info = parent.map_or_else(|| &instances[0].1 .0, |(_, (info, _))| info);
-                let cell = Cell { seen: true, holders: Vec::new(), values: device_values(&device.values) };
+                let cell = Cell { seen: true, direct: true, holders: Vec::new(), values: device_values(&device.values) };
                 self.push_rows(rows, &whole_key, info, None, rest, &cell, None, counters, c, step_s);
             } else if let (Some((key, (info, _))), Some(cell)) = (parent, parent_cell) {
                 self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, None, counters, c, step_s);
@@ -296,6 +380,16 @@ impl DcgmGrid {
             });
         }
     }
+}
+
+/// The median gap between consecutive samples: the series' own scrape interval.
+pub fn median_gap(samples: &[(i64, f64)]) -> Option<i64> {
+    let mut gaps: Vec<i64> = samples.windows(2).map(|w| w[1].0 - w[0].0).filter(|g| *g > 0).collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    let mid = gaps.len() / 2;
+    Some(*gaps.select_nth_unstable(mid).1)
 }
 
 /// Fields that belong to the physical GPU, not to a MIG instance.
@@ -433,5 +527,74 @@ mod mig_tests {
         }
         let whole_rows: Vec<usize> = (0..b.num_rows()).filter(|&i| ns.as_string::<i32>().value(i) == "b").collect();
         assert!(whole_rows.len() == 1 && sh.value(whole_rows[0]) == 1.0, "whole again after the switch");
+    }
+}
+
+#[cfg(test)]
+mod lookback_tests {
+    use super::*;
+    use arrow::array::{Array, AsArray, Float64Array};
+
+    fn labels(pod: Option<&str>) -> BTreeMap<String, String> {
+        let mut l: BTreeMap<String, String> = [("UUID", "GPU-1"), ("Hostname", "n1"), ("modelName", "NVIDIA L4"), ("gpu", "0")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        if let Some(p) = pod {
+            l.insert("namespace".into(), "a".into());
+            l.insert("pod".into(), p.into());
+        }
+        l
+    }
+
+    /// Adds then fills, as `collect` does.
+    fn grid(to_s: i64, step_s: u32, data: &[(Field, Option<&str>, Vec<(i64, f64)>)]) -> RecordBatch {
+        let cfg = PrometheusConfig::default();
+        let mut g = DcgmGrid::new(0, to_s * 1000, step_s);
+        let series: Vec<(Field, Series)> = data.iter().map(|(f, pod, s)| (*f, Series { labels: labels(*pod), samples: s.iter().map(|(t, v)| (t * 1000, *v)).collect() })).collect();
+        for (f, s) in &series {
+            g.add(*f, std::slice::from_ref(s), &cfg);
+        }
+        for (f, s) in &series {
+            g.fill(*f, &s.labels, &[&s.samples], &cfg, step_s as i64 * 1000);
+        }
+        g.batch(0, (to_s / step_s as i64) as usize)
+    }
+
+    fn pods(b: &RecordBatch) -> Vec<(i64, Option<String>)> {
+        let ts = b.column_by_name("ts").unwrap().as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+        let pod = arrow::compute::cast(b.column_by_name("pod").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+        let pod = pod.as_string::<i32>();
+        let mut out: Vec<_> = (0..b.num_rows()).map(|i| (ts.value(i) / 1000, pod.is_valid(i).then(|| pod.value(i).to_string()))).collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_scrape_every_minute_covers_a_30_s_grid() {
+        let b = grid(180, 30, &[(Field::Util, Some("p1"), vec![(0, 50.0), (60, 50.0), (120, 50.0)])]);
+        let want: Vec<(i64, Option<String>)> = (0..6).map(|c| (c * 30, Some("p1".to_string()))).collect();
+        assert_eq!(pods(&b), want, "every step held, the last for the series' own interval");
+    }
+
+    #[test]
+    fn an_ended_series_does_not_linger_next_to_the_next_holder() {
+        let b = grid(180, 30, &[(Field::Util, Some("p1"), vec![(0, 50.0), (60, 50.0)]), (Field::Util, Some("p2"), vec![(95, 70.0), (150, 70.0)])]);
+        let p = |s: &str| Some(s.to_string());
+        assert_eq!(pods(&b), vec![(0, p("p1")), (30, p("p1")), (60, p("p1")), (90, p("p2")), (120, p("p2")), (150, p("p2"))]);
+    }
+
+    #[test]
+    fn a_gap_longer_than_the_lookback_stays_a_gap() {
+        let b = grid(900, 30, &[(Field::Util, None, vec![(0, 0.0), (600, 0.0)])]);
+        let steps: Vec<i64> = pods(&b).into_iter().map(|(t, _)| t).collect();
+        // The sample at 0 s stands for the lookback (300 s), not until the next at 600 s; the
+        // last stands for its series' interval (600 s) capped by the lookback: 600-900 s.
+        let want: Vec<i64> = (0..10).chain(20..30).map(|c| c * 30).collect();
+        assert_eq!(steps, want);
+    }
+
+    #[test]
+    fn energy_between_two_scrapes_is_spread_over_the_steps() {
+        let b = grid(60, 30, &[(Field::Util, Some("p1"), vec![(0, 50.0)]), (Field::Energy, Some("p1"), vec![(0, 0.0), (60, 6_000_000.0)])]);
+        let e = b.column_by_name("energy_j").unwrap().as_any().downcast_ref::<Float64Array>().unwrap();
+        assert_eq!(e.iter().collect::<Vec<_>>(), vec![Some(3000.0), Some(3000.0)]);
     }
 }

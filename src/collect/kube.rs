@@ -155,7 +155,7 @@ impl KubeState {
 
     pub fn add(&mut self, metric: KubeMetric, series: &[Series], cfg: &PrometheusConfig) {
         if metric == KubeMetric::NamespaceLabels {
-            let ns_pick = LabelPick::for_response(&["namespace".to_string()], series);
+            let ns_pick = LabelPick::workload(&["namespace".to_string()]);
             let pick = |names: &[String], s: &Series| names.iter().find_map(|l| s.labels.get(l)).filter(|v| !v.is_empty()).cloned();
             for s in series {
                 let Some(ns) = ns_pick.get(&s.labels) else { continue };
@@ -202,8 +202,8 @@ impl KubeState {
             return;
         }
         // kube-state-metrics' own namespace/pod labels; exported_* when renamed on scrape.
-        let ns_pick = LabelPick::for_response(&["namespace".to_string()], series);
-        let pod_pick = LabelPick::for_response(&["pod".to_string()], series);
+        let ns_pick = LabelPick::workload(&["namespace".to_string()]);
+        let pod_pick = LabelPick::workload(&["pod".to_string()]);
         let one_hot = matches!(metric, KubeMetric::Phase | KubeMetric::StatusReason | KubeMetric::LastTerminated);
         for s in series {
             // For 0/1 state series only the samples where the state holds count.

@@ -1,33 +1,72 @@
 //! Label lookups that survive real scrape configs: `Hostname` or `hostname`, old
 //! `pod_name`/`pod_namespace`, and `exported_*` when the ServiceMonitor does not honour the
-//! exporter's labels (then plain `namespace`/`pod` name the exporter itself).
+//! exporter's labels (then plain `namespace`/`pod` name the scrape target itself). Every series
+//! is read by its own labels: one window may mix conventions (`honorLabels` changed mid-month,
+//! two ServiceMonitors, two clusters federated).
 
 use std::collections::BTreeMap;
 
-use super::prometheus::Series;
-
-/// How one response names a concept: the label actually used.
+/// How a series names a concept: the `exported_` forms of the candidates where the series
+/// carries one, else the candidates themselves.
 #[derive(Debug, Clone)]
 pub struct LabelPick {
     names: Vec<String>,
+    exported: Vec<String>,
 }
 
 impl LabelPick {
-    /// Chooses among `candidates` for a whole response: `exported_<c>` wins where any series
-    /// carries one, since then the plain label belongs to the scrape target.
-    pub fn for_response(candidates: &[String], series: &[Series]) -> LabelPick {
-        let exported: Vec<String> = candidates.iter().map(|c| format!("exported_{c}")).collect();
-        let renamed = series.iter().any(|s| exported.iter().any(|e| s.labels.contains_key(e)));
-        LabelPick { names: if renamed { exported } else { candidates.to_vec() } }
+    /// A workload label (namespace, pod, container): `exported_<c>` wins on every series that
+    /// carries it, since there the plain label belongs to the scrape target.
+    pub fn workload(candidates: &[String]) -> LabelPick {
+        LabelPick { names: candidates.to_vec(), exported: candidates.iter().map(|c| format!("exported_{c}")).collect() }
     }
 
     /// Any of the candidates, without the `exported_` analysis (node names).
     pub fn plain(candidates: &[String]) -> LabelPick {
-        LabelPick { names: candidates.to_vec() }
+        LabelPick { names: candidates.to_vec(), exported: Vec::new() }
     }
 
     pub fn get<'a>(&self, labels: &'a BTreeMap<String, String>) -> Option<&'a str> {
-        self.names.iter().find_map(|n| labels.get(n)).map(String::as_str).filter(|v| !v.is_empty())
+        let find = |names: &[String]| names.iter().find_map(|n| labels.get(n)).map(String::as_str).filter(|v| !v.is_empty());
+        find(&self.exported).or_else(|| find(&self.names))
+    }
+
+    /// Whether this series carries the `exported_` form of the concept.
+    pub fn is_exported(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.exported.iter().any(|n| labels.contains_key(n))
+    }
+}
+
+/// The workload a DCGM series is labelled with: `(namespace, pod, container)`, read per series.
+/// A series without `exported_*` whose plain pod starts with one of `exporter_pods` is the
+/// exporter's own (a ServiceMonitor without `honorLabels`, on a GPU no pod holds): no workload.
+#[derive(Debug, Clone)]
+pub struct WorkloadLabels {
+    namespace: LabelPick,
+    pod: LabelPick,
+    container: LabelPick,
+    exporter_pods: Vec<String>,
+}
+
+pub type Holder = (String, String, Option<String>);
+
+impl WorkloadLabels {
+    pub fn new(names: &crate::config::LabelNames) -> WorkloadLabels {
+        WorkloadLabels {
+            namespace: LabelPick::workload(&names.namespace),
+            pod: LabelPick::workload(&names.pod),
+            container: LabelPick::workload(&names.container),
+            exporter_pods: names.exporter_pods.clone(),
+        }
+    }
+
+    pub fn holder(&self, labels: &BTreeMap<String, String>) -> Option<Holder> {
+        let (ns, pod) = (self.namespace.get(labels)?, self.pod.get(labels)?);
+        let exported = self.namespace.is_exported(labels) || self.pod.is_exported(labels);
+        if !exported && self.exporter_pods.iter().any(|p| !p.is_empty() && pod.starts_with(p.as_str())) {
+            return None;
+        }
+        Some((ns.to_string(), pod.to_string(), self.container.get(labels).map(str::to_string)))
     }
 }
 
@@ -44,20 +83,35 @@ pub fn sane(v: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collect::prometheus::Series;
 
     fn series(pairs: &[(&str, &str)]) -> Series {
         Series { labels: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), samples: vec![] }
     }
 
     #[test]
-    fn exported_labels_win_for_the_whole_response() {
+    fn exported_labels_win_on_the_series_that_carry_them() {
         let cands = vec!["namespace".to_string(), "pod_namespace".to_string()];
-        let with = [series(&[("namespace", "gpu-operator"), ("exported_namespace", "team-a")]), series(&[("namespace", "gpu-operator")])];
-        let pick = LabelPick::for_response(&cands, &with);
-        assert_eq!(pick.get(&with[0].labels), Some("team-a"));
-        assert_eq!(pick.get(&with[1].labels), None, "the exporter's own namespace is not a tenant");
-        let old = [series(&[("pod_namespace", "team-b")])];
-        assert_eq!(LabelPick::for_response(&cands, &old).get(&old[0].labels), Some("team-b"));
+        let pick = LabelPick::workload(&cands);
+        let with = series(&[("namespace", "gpu-operator"), ("exported_namespace", "team-a")]);
+        assert_eq!(pick.get(&with.labels), Some("team-a"));
+        let plain = series(&[("namespace", "team-c")]);
+        assert_eq!(pick.get(&plain.labels), Some("team-c"), "a series without exported_* keeps its own namespace");
+        let old = series(&[("pod_namespace", "team-b")]);
+        assert_eq!(pick.get(&old.labels), Some("team-b"));
+    }
+
+    /// One window, three conventions: honorLabels off (exported_* on a held GPU, the exporter's
+    /// own labels on an idle one), honorLabels on (plain labels are the workload's).
+    #[test]
+    fn each_series_names_its_own_holder() {
+        let w = WorkloadLabels::new(&crate::config::LabelNames::default());
+        let renamed = series(&[("namespace", "gpu-operator"), ("pod", "nvidia-dcgm-exporter-7xk2p"), ("container", "nvidia-dcgm-exporter"), ("exported_namespace", "team-a"), ("exported_pod", "train-0"), ("exported_container", "main")]);
+        assert_eq!(w.holder(&renamed.labels), Some(("team-a".into(), "train-0".into(), Some("main".into()))));
+        let idle = series(&[("namespace", "gpu-operator"), ("pod", "nvidia-dcgm-exporter-7xk2p"), ("container", "nvidia-dcgm-exporter")]);
+        assert_eq!(w.holder(&idle.labels), None, "the exporter itself holds no GPU");
+        let honoured = series(&[("namespace", "team-b"), ("pod", "infer-1"), ("container", "srv")]);
+        assert_eq!(w.holder(&honoured.labels), Some(("team-b".into(), "infer-1".into(), Some("srv".into()))));
     }
 
     #[test]

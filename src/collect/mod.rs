@@ -140,9 +140,12 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
             Job::Dcgm(f) => f.metric(cfg).to_string(),
             Job::Kube(m) => m.selector(cfg),
         };
+        // The first DCGM chunk reaches one lookback back: a step at the window's start with no
+        // scrape of its own takes the sample before it, as Prometheus would.
+        let query_start = if matches!(job, Job::Dcgm(_)) && s == from { s - cfg.lookback_secs as i64 * 1000 } else { s };
         let bar = &bar;
         async move {
-            let series = client.range_vector(&selector, s, e).await?;
+            let series = client.range_vector(&selector, query_start, e).await?;
             bar.inc(&selector);
             Ok::<_, PromError>((job, s, e, series))
         }
@@ -182,6 +185,43 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
             }
         }
     }
+    // Prometheus' lookback on the grid: each DCGM series, its chunks joined, stands over the
+    // steps its scrapes miss (a longer scrape interval than the step, a missed scrape).
+    let mut by_series: BTreeMap<(Field, &BTreeMap<String, String>), Vec<&[(i64, f64)]>> = BTreeMap::new();
+    for (job, _, _, series) in &results {
+        if let Job::Dcgm(f) = job {
+            for x in series {
+                by_series.entry((*f, &x.labels)).or_default().push(&x.samples);
+            }
+        }
+    }
+    let mut intervals: BTreeMap<Field, Vec<i64>> = BTreeMap::new();
+    for ((f, _), parts) in &by_series {
+        let joined: Vec<(i64, f64)> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+        if let Some(g) = dcgm::median_gap(&joined) {
+            intervals.entry(*f).or_default().push(g);
+        }
+    }
+    let typical: BTreeMap<Field, i64> = intervals
+        .into_iter()
+        .map(|(f, mut gaps)| {
+            let mid = gaps.len() / 2;
+            (f, *gaps.select_nth_unstable(mid).1)
+        })
+        .collect();
+    let mut filled = 0usize;
+    for ((f, labels), parts) in &by_series {
+        filled += grid.fill(*f, labels, parts, cfg, typical.get(f).copied().unwrap_or(step));
+    }
+    if let Some(util) = typical.get(&Field::Util).or_else(|| typical.get(&Field::EngineActive)) {
+        tracing::info!(
+            "DCGM scrape interval {:.0} s (median over series), lake step {} s; {filled} GPU-steps without a scrape of their own took the last sample within prometheus.lookback_secs = {}",
+            *util as f64 / 1000.0,
+            cfg.step_secs,
+            cfg.lookback_secs
+        );
+    }
+    drop(by_series);
     for (s, n) in util_chunks {
         if n == 0 {
             gaps.push(("dcgm", format!("{}|{}", cfg.metrics.gpu_util, cfg.metrics.engine_active), s, (s + chunk).min(to)));

@@ -69,6 +69,13 @@ pub enum MigDeviceFields {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OmOptions {
     pub mig_device_fields: MigDeviceFields,
+    /// How often Prometheus scrapes each node's dcgm-exporter (ms); None: once per lake step,
+    /// on the step.
+    pub scrape_interval_ms: Option<i64>,
+    /// Each scrape lands up to this much (ms) either side of its slot.
+    pub scrape_jitter_ms: i64,
+    /// Share of scrapes that never happen (0-1), in runs of 1 to 4 in a row.
+    pub missed_scrapes: f64,
 }
 
 /// Writes the window's history; returns the number of samples written.
@@ -130,7 +137,7 @@ impl<W: Write> OmWriter<'_, W> {
             self.family(fam.default_name(), fam.help())?;
             let device_level = matches!(fam, Dcgm::Power | Dcgm::Energy | Dcgm::Temp | Dcgm::Xid);
             if device_level && on_parent {
-                self.mig_parents(fam, steps, &counters)?;
+                self.mig_parents(fam, &counters)?;
             }
             for (u, unit) in sim.cluster.units.iter().enumerate() {
                 let mig = unit.mig_profile.is_some();
@@ -138,16 +145,16 @@ impl<W: Write> OmWriter<'_, W> {
                     continue;
                 }
                 // Group the unit's steps by holder: one series per label set, each contiguous.
-                let mut groups: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
+                let mut groups: BTreeMap<Option<usize>, Vec<i64>> = BTreeMap::new();
                 let mut cursor = UnitCursor::default();
                 let slot = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
-                for k in 0..steps {
-                    let (holder, _) = cursor.at(&sim.schedule.occupancy[u], &sim.schedule.zombies[u], ws + k as i64 * step);
+                for ts in self.scrape_times(unit.node) {
+                    let (holder, _) = cursor.at(&sim.schedule.occupancy[u], &sim.schedule.zombies[u], ts);
                     // A time-sliced GPU has one series per pod sharing it, or one without a pod.
-                    if unit.time_sliced && self.model.gpu_at(unit.gpu, ws + k as i64 * step).shares[slot] <= 0.0 {
+                    if unit.time_sliced && self.model.gpu_at(unit.gpu, ts).shares[slot] <= 0.0 {
                         continue;
                     }
-                    groups.entry(holder).or_default().push(k);
+                    groups.entry(holder).or_default().push(ts);
                 }
                 let node = &sim.cluster.nodes[unit.node].name;
                 let mut base = String::new();
@@ -176,8 +183,7 @@ impl<W: Write> OmWriter<'_, W> {
                         write!(labels, ",err_code=\"0\",err_msg=\"No Error\"").expect("string write");
                     }
                     write!(labels, ",instance=\"{node}:9400\",job=\"dcgm-exporter\"").expect("string write");
-                    for k in ks {
-                        let ts = ws + k as i64 * step;
+                    for ts in ks {
                         let g = self.model.gpu_at(unit.gpu, ts);
                         let i = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
                         let us = g.units[i];
@@ -187,7 +193,7 @@ impl<W: Write> OmWriter<'_, W> {
                             Dcgm::FbUsed => format!("{}", us.mem_used_mib as i64),
                             Dcgm::FbFree => format!("{}", (unit.fb_mib as f64 - us.mem_used_mib) as i64),
                             Dcgm::Power => format!("{:.6}", g.power_w),
-                            Dcgm::Energy => format!("{}", counters[unit.gpu][k]),
+                            Dcgm::Energy => format!("{}", self.counter_at(unit.gpu, ts, &counters)),
                             Dcgm::Temp => format!("{}", g.temp_c as i64),
                             Dcgm::Xid => format!("{}", us.xid),
                         };
@@ -199,12 +205,49 @@ impl<W: Write> OmWriter<'_, W> {
         Ok(())
     }
 
+    /// When Prometheus scraped node `node`'s exporter: on every step, or every
+    /// `scrape_interval_ms` from a per-node offset, with jitter and runs of missed scrapes.
+    fn scrape_times(&self, node: usize) -> Vec<i64> {
+        let (ws, we) = self.sim.params.window_ms();
+        let step = self.model.step_ms;
+        let Some(interval) = self.options.scrape_interval_ms else {
+            return (0..(we - ws) / step).map(|k| ws + k * step).collect();
+        };
+        let mut rng = super::rng::Rng::new(self.sim.params.seed ^ (0x5C4A_9E00 + node as u64));
+        // The first scrape lands inside the first step (the data starts at the window).
+        let mut t = ws + rng.int(0, interval.min(step) - 1);
+        let (mut out, mut missing) = (Vec::new(), 0u32);
+        while t < we {
+            if missing > 0 {
+                missing -= 1;
+            } else if rng.f64() < self.options.missed_scrapes / 2.5 {
+                missing = rng.int(0, 3) as u32; // this one and up to three more
+            } else {
+                let j = self.options.scrape_jitter_ms;
+                let at = (t + if j > 0 { rng.int(-j, j) } else { 0 }).clamp(ws, we - 1);
+                if out.last().is_none_or(|&l| at > l) {
+                    out.push(at);
+                }
+            }
+            t += interval;
+        }
+        out
+    }
+
+    /// Physical GPU `g`'s energy counter (mJ) at `ts`: the step's counter plus what the model
+    /// used since the step began.
+    fn counter_at(&self, g: usize, ts: i64, counters: &[Vec<u64>]) -> u64 {
+        let (ws, _) = self.sim.params.window_ms();
+        let step = self.model.step_ms;
+        let k = ((ts - ws) / step) as usize;
+        let start = ws + k as i64 * step;
+        counters[g][k] + (self.model.gpu_at(g, start).energy_between(start, ts) * 1000.0).round() as u64
+    }
+
     /// A device-level field of every MIG GPU on its parent's own series: the GPU's labels
     /// without `GPU_I_*` and without a pod, one series per GPU for the whole window.
-    fn mig_parents(&mut self, fam: Dcgm, steps: usize, counters: &[Vec<u64>]) -> io::Result<()> {
+    fn mig_parents(&mut self, fam: Dcgm, counters: &[Vec<u64>]) -> io::Result<()> {
         let sim = self.sim;
-        let (ws, _) = sim.params.window_ms();
-        let step = self.model.step_ms;
         for (g, gpu) in sim.cluster.gpus.iter().enumerate() {
             let first = &sim.cluster.units[gpu.units[0]];
             if first.mig_profile.is_none() {
@@ -223,12 +266,11 @@ impl<W: Write> OmWriter<'_, W> {
                 labels.push_str(",err_code=\"0\",err_msg=\"No Error\"");
             }
             write!(labels, ",instance=\"{node}:9400\",job=\"dcgm-exporter\"").expect("string write");
-            for k in 0..steps {
-                let ts = ws + k as i64 * step;
+            for ts in self.scrape_times(gpu.node) {
                 let s = self.model.gpu_at(g, ts);
                 let value = match fam {
                     Dcgm::Power => format!("{:.6}", s.power_w),
-                    Dcgm::Energy => format!("{}", counters[g][k]),
+                    Dcgm::Energy => format!("{}", self.counter_at(g, ts, counters)),
                     Dcgm::Temp => format!("{}", s.temp_c as i64),
                     _ => format!("{}", s.units.iter().map(|u| u.xid).max().unwrap_or(0)),
                 };
