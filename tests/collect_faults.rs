@@ -102,7 +102,10 @@ fn malformed_json_fails_cleanly_and_writes_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     let last = err.lines().last().unwrap();
-    assert!(last.contains("malformed JSON") && last.contains("query ") && last.contains("2026-10-05T00:00:00Z to 2026-10-05T01:00:00Z"), "{last}");
+    // The window is the failed query's own: a DCGM query of a run's first chunk reaches one
+    // lookback (5 min) before the run's window.
+    let window = last.contains("2026-10-05T00:00:00Z to 2026-10-05T01:00:00Z") || last.contains("2026-10-04T23:55:00Z to 2026-10-05T01:00:00Z");
+    assert!(last.contains("malformed JSON") && last.contains("query ") && window, "{last}");
     assert_eq!(seen.lock().unwrap().len(), 5, "a broken body is retried (1 + 4)");
     assert_eq!(parquet_files(&dir.path().join("lake")), 0);
     assert!(!dir.path().join("lake/_state/checkpoints.json").exists(), "checkpoint not advanced");
