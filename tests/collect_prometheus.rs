@@ -94,6 +94,14 @@ fn write_config_step(dir: &Path, name: &str, url: &str, lake: &str, step: u32, e
     path
 }
 
+/// `history.om` in `dir` backfilled with promtool into `dir/tsdb`, served by a Prometheus.
+fn serve_history(dir: &Path) -> Prom {
+    let tsdb = dir.join("tsdb");
+    let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("history.om")).arg(&tsdb).output().unwrap();
+    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    Prom::start(&tsdb, dir)
+}
+
 /// The lake's files and their bytes, without the lock.
 fn lake_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     if !dir.exists() {
@@ -150,10 +158,7 @@ fn scrape_intervals_that_are_not_the_step() {
             "--scrape-interval", "57", "--scrape-jitter", "3", "--missed-scrapes", "2",
         ],
     );
-    let tsdb = dir.join("tsdb");
-    let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("history.om")).arg(&tsdb).output().unwrap();
-    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
-    let prom = Prom::start(&tsdb, dir);
+    let prom = serve_history(dir);
     let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
     for step in [30, 60] {
         let cfg = format!("s{step}.toml");
@@ -188,10 +193,7 @@ fn mig_device_fields_on_the_parent_series() {
     let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
     let parent_power = om.lines().filter(|l| l.starts_with("DCGM_FI_DEV_POWER_USAGE{") && l.contains("A100") && !l.contains("GPU_I_ID")).count();
     assert!(parent_power > 0 && !om.lines().any(|l| l.starts_with("DCGM_FI_DEV_POWER_USAGE{") && l.contains("GPU_I_ID")), "the parent shape");
-    let tsdb = dir.join("tsdb");
-    let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("history.om")).arg(&tsdb).output().unwrap();
-    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
-    let prom = Prom::start(&tsdb, dir);
+    let prom = serve_history(dir);
     write_config(dir, "p.toml", &prom.url(), "lake", "");
     common::run_ok(dir, &["--config", "p.toml", "collect", "--from", FROM, "--to", TO]);
     let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(
@@ -226,10 +228,7 @@ fn collect_from_a_real_prometheus() {
         dir,
         &["simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", "11", "--start", "2026-10-05", "--time-sliced", "4", "--openmetrics", "history.om"],
     );
-    let tsdb = dir.join("tsdb");
-    let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("history.om")).arg(&tsdb).output().unwrap();
-    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
-    let mut prom = Prom::start(&tsdb, dir);
+    let mut prom = serve_history(dir);
     let cfg_a = write_config(dir, "a.toml", &prom.url(), "lake-a", "");
 
     // 1. Collect the day and compare with the ledger.

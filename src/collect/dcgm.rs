@@ -182,18 +182,18 @@ impl DcgmGrid {
     /// values of the samples standing over its start; a step with a sample of its own keeps its
     /// holders (an ended series never lingers next to the next holder) and only takes values it
     /// lacks. Energy counters are interpolated between two samples at most a lookback apart.
-    /// `parts` are one series' samples, chunk by chunk, in time order. Returns the steps filled.
-    pub fn fill(&mut self, field: Field, labels: &BTreeMap<String, String>, parts: &[&[(i64, f64)]], cfg: &PrometheusConfig, fallback_interval_ms: i64) -> usize {
+    /// `samples` are one series' samples (its chunks joined), in time order. Returns the steps
+    /// filled.
+    pub fn fill(&mut self, field: Field, labels: &BTreeMap<String, String>, samples: &[(i64, f64)], cfg: &PrometheusConfig, fallback_interval_ms: i64) -> usize {
         let Some(uuid) = labels.get("UUID").or_else(|| labels.get("uuid")) else { return 0 };
         let node = LabelPick::plain(&cfg.labels.node).get(labels).unwrap_or("").to_string();
         let profile = labels.get("GPU_I_PROFILE").filter(|p| !p.is_empty());
         let gi = labels.get("GPU_I_ID").and_then(|g| g.parse::<i16>().ok()).filter(|_| profile.is_some());
         let holder = WorkloadLabels::new(&cfg.labels).holder(labels);
-        let samples: Vec<(i64, f64)> = parts.iter().flat_map(|p| p.iter().copied()).collect();
         if samples.is_empty() {
             return 0;
         }
-        let interval = median_gap(&samples).unwrap_or(fallback_interval_ms);
+        let interval = median_gap(samples).unwrap_or(fallback_interval_ms);
         let lookback = cfg.lookback_secs as i64 * 1000;
         let (from, step, cells) = (self.from, self.step, self.cells as i64);
         let cell_of = |t: i64| (t - from).div_euclid(step);
@@ -553,7 +553,7 @@ mod lookback_tests {
             g.add(*f, std::slice::from_ref(s), &cfg);
         }
         for (f, s) in &series {
-            g.fill(*f, &s.labels, &[&s.samples], &cfg, step_s as i64 * 1000);
+            g.fill(*f, &s.labels, &s.samples, &cfg, step_s as i64 * 1000);
         }
         g.batch(0, (to_s / step_s as i64) as usize)
     }

@@ -195,10 +195,12 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
             }
         }
     }
+    // Each series' chunks joined once: its own scrape interval, then the fill.
+    let joined: Vec<(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)> =
+        by_series.into_iter().map(|((f, labels), parts)| (f, labels, parts.concat())).collect();
     let mut intervals: BTreeMap<Field, Vec<i64>> = BTreeMap::new();
-    for ((f, _), parts) in &by_series {
-        let joined: Vec<(i64, f64)> = parts.iter().flat_map(|p| p.iter().copied()).collect();
-        if let Some(g) = dcgm::median_gap(&joined) {
+    for (f, _, samples) in &joined {
+        if let Some(g) = dcgm::median_gap(samples) {
             intervals.entry(*f).or_default().push(g);
         }
     }
@@ -210,8 +212,8 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         })
         .collect();
     let mut filled = 0usize;
-    for ((f, labels), parts) in &by_series {
-        filled += grid.fill(*f, labels, parts, cfg, typical.get(f).copied().unwrap_or(step));
+    for (f, labels, samples) in &joined {
+        filled += grid.fill(*f, labels, samples, cfg, typical.get(f).copied().unwrap_or(step));
     }
     if let Some(util) = typical.get(&Field::Util).or_else(|| typical.get(&Field::EngineActive)) {
         tracing::info!(
@@ -221,7 +223,7 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
             cfg.lookback_secs
         );
     }
-    drop(by_series);
+    drop(joined);
     for (s, n) in util_chunks {
         if n == 0 {
             gaps.push(("dcgm", format!("{}|{}", cfg.metrics.gpu_util, cfg.metrics.engine_active), s, (s + chunk).min(to)));
