@@ -8,7 +8,10 @@
 -- exporter without the pod mapping) has its GPU time given to the pods that ran there,
 -- gpu_request x running time (kube-state-metrics), priced by date; its energy, power cost,
 -- carbon and utilisation are split in proportion to that time, per day; the rest stays
--- unallocated. Those rows carry `request_based_gpu_us`.
+-- unallocated. Those rows carry `request_based_gpu_us`. A node with no DCGM exporter at all
+-- has only rows of `__unmeasured__` (the GPU time kube-state-metrics says it had): the same
+-- fallback gives it to the pods that ran there. On a node whose exporter reports pods, GPU time
+-- no sample covered stays `__unmeasured__`.
 --
 -- CPU and memory: cpu_request x running time and memory request x running time of every
 -- pod, priced piecewise by `cpu_prices` and `memory_prices` (empty tables: no charge); these
@@ -22,7 +25,7 @@ unmapped AS (
   SELECT n.node, MAX(n.gpu_model) AS gpu_model
   FROM grain n
   GROUP BY n.node
-  HAVING SUM(CASE WHEN n.namespace <> '__unallocated__' THEN 1 ELSE 0 END) = 0
+  HAVING SUM(CASE WHEN n.namespace <> '__unallocated__' AND n.namespace <> '__unmeasured__' THEN 1 ELSE 0 END) = 0
 ),
 unmapped_day AS (
   SELECT

@@ -1,11 +1,13 @@
 -- DCGM samples present per day of the window [$1, $2).
 --   $1, $2  window start and end (TIMESTAMP, UTC), half-open
 --   $3, $4  first and last `date` partition of the window (pruning)
--- A day is complete when every GPU (or MIG instance) seen that day has a row at every step.
+-- A day is complete when every GPU (or MIG instance) seen that day has a measured row at every
+-- step: rows of `__unmeasured__` (GPU time of the pool no sample covered, even within the
+-- lookback) are expected but not present.
 SELECT
   s.date                                                                          AS date,
   COUNT(DISTINCT s.ts)                                                            AS steps,
-  COUNT(*)                                                                        AS gpu_rows,
+  SUM(CASE WHEN s.namespace IS NOT NULL AND s.namespace = '__unmeasured__' THEN 0 ELSE 1 END) AS gpu_rows,
   COUNT(DISTINCT concat(CAST(s.gpu_uuid AS VARCHAR), '/', COALESCE(CAST(s.gpu_instance_id AS VARCHAR), '-'))) AS units,
   MIN(s.step_s)                                                                   AS step_s
 FROM gpu_samples s

@@ -5,7 +5,7 @@ SELECT
   CAST(date_part('dow', s.ts) AS BIGINT)                                                         AS dow,
   CAST(date_part('hour', s.ts) AS BIGINT)                                                        AS hour,
   SUM(CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT))                                       AS gpu_us,
-  SUM(CASE WHEN s.namespace IS NOT NULL THEN CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT) ELSE 0 END) AS allocated_gpu_us,
+  SUM(CASE WHEN s.namespace IS NOT NULL AND s.namespace <> '__unmeasured__' THEN CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT) ELSE 0 END) AS allocated_gpu_us,
   SUM(CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT))             AS util_gpu_us
 FROM gpu_samples s
 WHERE s.date >= $3 AND s.date <= $4

@@ -8,6 +8,7 @@ WITH per_step AS (
   WHERE g.date >= $3 AND g.date <= $4
     AND g.ts >= $1 AND g.ts < $2
     AND g.namespace IS NOT NULL
+    AND g.namespace <> '__unmeasured__'
     AND g.mig_profile IS NULL
   GROUP BY g.namespace, g.ts
 )

@@ -238,5 +238,50 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
             finding(Status::Warn, what, "does not exist; reports that use it will be empty")
         });
     }
+    out.push(check_gpu_nodes(&client, cfg).await);
     out
+}
+
+/// Whether every node kube-state-metrics reports GPUs on is one a DCGM series names: a node
+/// without an exporter is GPU time the lake will hold as `__unmeasured__`, and node names of
+/// another convention on the two sides mean the pool cannot be checked against capacity.
+async fn check_gpu_nodes(client: &PromClient, cfg: &PrometheusConfig) -> Finding {
+    let values = |label: String, selector: String| async move {
+        let path = format!("/api/v1/label/{label}/values");
+        client.api(&path, &[("match[]", selector.as_str())]).await.map(|v| {
+            v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect::<std::collections::BTreeSet<String>>()).unwrap_or_default()
+        })
+    };
+    let mut dcgm = std::collections::BTreeSet::new();
+    for label in &cfg.labels.node {
+        for metric in [Field::Util.metric(cfg), Field::EngineActive.metric(cfg)] {
+            match values(label.clone(), metric.to_string()).await {
+                Ok(v) => dcgm.extend(v),
+                Err(e) => return finding(Status::Warn, "gpu nodes", format!("listing DCGM's {label} values: {e}")),
+            }
+        }
+    }
+    let capacity = match values("node".into(), KubeMetric::NodeCapacity.selector(cfg)).await {
+        Ok(v) => v,
+        Err(e) => return finding(Status::Warn, "gpu nodes", format!("listing kube_node_status_capacity's nodes: {e}")),
+    };
+    let missing: Vec<&String> = capacity.iter().filter(|n| !dcgm.contains(*n)).collect();
+    if capacity.is_empty() {
+        finding(Status::Warn, "gpu nodes", "kube_node_status_capacity reports no GPU resource: the pool is what DCGM reports")
+    } else if missing.len() == capacity.len() && !dcgm.is_empty() {
+        finding(
+            Status::Warn,
+            "gpu nodes",
+            format!("no node of kube_node_status_capacity ({} nodes) is one DCGM names ({}): another naming convention? The pool is what DCGM reports", capacity.len(), cfg.labels.node.join(", ")),
+        )
+    } else if !missing.is_empty() {
+        let list: Vec<&str> = missing.iter().take(10).map(|s| s.as_str()).collect();
+        finding(
+            Status::Warn,
+            "gpu nodes",
+            format!("{} of {} GPU nodes have no DCGM series (is dcgm-exporter running there?): {}{}; their GPU time is __unmeasured__", missing.len(), capacity.len(), list.join(", "), if missing.len() > 10 { ", ..." } else { "" }),
+        )
+    } else {
+        finding(Status::Ok, "gpu nodes", format!("{} nodes with GPUs (kube_node_status_capacity), every one named by DCGM", capacity.len()))
+    }
 }

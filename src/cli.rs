@@ -160,6 +160,21 @@ pub struct SimulateArgs {
     /// With --openmetrics: percent of scrapes missed, in runs of 1 to 4 in a row.
     #[arg(long, default_value_t = 0.0)]
     pub missed_scrapes: f64,
+    /// With --openmetrics: this many times a node's dcgm-exporter is down (no DCGM samples of
+    /// its GPUs) for --outage-minutes, on nodes and at times drawn from the seed; the ledger
+    /// lists them (`exporter_outages`).
+    #[arg(long, default_value_t = 0)]
+    pub exporter_outages: u32,
+    #[arg(long, default_value_t = 20)]
+    pub outage_minutes: u32,
+    /// With --openmetrics: every series N times, differing only in `prometheus_replica`, as an
+    /// HA pair behind Thanos Query without deduplication returns it (1-3).
+    #[arg(long, default_value_t = 1)]
+    pub prometheus_replicas: u32,
+    /// With --openmetrics: the first N nodes' ServiceMonitor stops honouring the exporter's
+    /// labels half-way through the window (their series then carry exported_namespace/pod).
+    #[arg(long, default_value_t = 0)]
+    pub honor_labels_flip: usize,
 }
 
 #[derive(Debug, Args)]

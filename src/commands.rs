@@ -198,7 +198,12 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
 
     let ledger = sim.ledger();
     let ledger_path = args.out.join("ledger.json");
-    let text = serde_json::to_string_pretty(&ledger).context("serialising the ledger")? + "\n";
+    let outages = if args.openmetrics.is_some() { openmetrics::plan_outages(&sim, args.exporter_outages, args.outage_minutes) } else { Vec::new() };
+    let mut ledger_json = serde_json::to_value(&ledger).context("serialising the ledger")?;
+    if !outages.is_empty() {
+        ledger_json["exporter_outages"] = serde_json::Value::Array(outages.iter().map(|o| sim.outage_ledger(o)).collect());
+    }
+    let text = serde_json::to_string_pretty(&ledger_json).context("serialising the ledger")? + "\n";
     report::write_atomic(&ledger_path, text.as_bytes())?;
     tracing::info!("ground-truth ledger: {}", ledger_path.display());
 
@@ -210,11 +215,17 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         if args.scrape_interval.is_some_and(|s| !(s >= 1.0 && s <= 3600.0)) || !(0.0..=100.0).contains(&args.missed_scrapes) || !(args.scrape_jitter >= 0.0) {
             anyhow::bail!("--scrape-interval must be 1-3600 s, --missed-scrapes 0-100 %, --scrape-jitter at least 0 s");
         }
+        if !(1..=3).contains(&args.prometheus_replicas) || args.outage_minutes == 0 {
+            anyhow::bail!("--prometheus-replicas must be 1-3, --outage-minutes at least 1");
+        }
         let options = openmetrics::OmOptions {
             mig_device_fields: args.mig_device_fields,
             scrape_interval_ms: args.scrape_interval.map(|s| (s * 1000.0).round() as i64),
             scrape_jitter_ms: (args.scrape_jitter * 1000.0).round() as i64,
             missed_scrapes: args.missed_scrapes / 100.0,
+            outages,
+            replicas: args.prometheus_replicas,
+            honor_labels_flip: args.honor_labels_flip,
         };
         let samples = openmetrics::write_with(&sim, options, &mut out).with_context(|| format!("writing {}", tmp.display()))?;
         out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).with_context(|| format!("flushing {}", tmp.display()))?;
@@ -246,6 +257,10 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         scrape_interval: None,
         scrape_jitter: 0.0,
         missed_scrapes: 0.0,
+        exporter_outages: 0,
+        outage_minutes: 20,
+        prometheus_replicas: 1,
+        honor_labels_flip: 0,
     };
     simulate(ctx, &sim_args)?;
     // Teams and cost centres come from the simulated namespaces' labels in the lake (the
@@ -287,6 +302,37 @@ fn window_of(args: &WindowArgs) -> Result<Window> {
     })
 }
 
+/// Refuses an output path inside a lake on local disk (symlinks followed, the file itself or
+/// the folder it would be created in): a query's Parquet written over a day file would replace
+/// history. Usage error, before anything runs.
+fn refuse_output_in_lake(lake: &crate::lake::Lake, output: Option<&Path>) -> Result<()> {
+    let Some(output) = output else { return Ok(()) };
+    if !matches!(lake.store(), crate::lake::store::Store::Local) {
+        return Ok(());
+    }
+    let Ok(root) = std::fs::canonicalize(lake.root()) else { return Ok(()) };
+    // The deepest part of the path that exists, resolved, plus the rest as given.
+    let absolute = if output.is_absolute() { output.to_path_buf() } else { std::env::current_dir()?.join(output) };
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    let resolved = loop {
+        match std::fs::canonicalize(existing) {
+            Ok(p) => break rest.iter().rev().fold(p, |acc: PathBuf, part: &&std::ffi::OsStr| acc.join(part)),
+            Err(_) => match (existing.parent(), existing.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name);
+                    existing = parent;
+                }
+                _ => return Ok(()),
+            },
+        }
+    };
+    if resolved.starts_with(&root) {
+        return Err(UsageError(format!("-o {}: that is inside the lake ({}); write reports and query results elsewhere", output.display(), root.display())).into());
+    }
+    Ok(())
+}
+
 fn emit(bytes: &[u8], format: Format, output: Option<&Path>) -> Result<()> {
     match output {
         Some(path) => report::write_atomic(path, bytes)?,
@@ -305,15 +351,21 @@ fn emit(bytes: &[u8], format: Format, output: Option<&Path>) -> Result<()> {
 async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
     let mut cfg = ctx.config.prometheus.clone();
     if let Some(url) = args.url {
+        crate::config::check_prometheus_url(&url).map_err(|m| UsageError(format!("--url: {m}")))?;
         cfg.url = url;
     }
     let from = args.from.as_deref().map(|f| parse_time("--from", f)).transpose()?;
     let to = args.to.as_deref().map(|t| parse_time("--to", t)).transpose()?;
+    if let (Some(f), Some(t)) = (from, to) {
+        if f >= t {
+            return Err(UsageError(format!("--from {} is not before --to {}", f.to_rfc3339(), t.to_rfc3339())).into());
+        }
+    }
     let (from, to) = crate::collect::resolve_window(&ctx.lake, &cfg, from, to, Utc::now())?;
     let s = crate::collect::collect(&ctx.lake, &cfg, from, to, ctx.progress).await?;
     if s.queries > 0 {
         tracing::info!(
-            "collected {} to {}: {} queries, {} samples ({:.0}/s) in {:.2}s fetching (Prometheus {:.2}s, JSON decode {:.2}s, summed over {} in flight) + {:.2}s assembling + {:.2}s writing; {} GPU rows, {} pods, {} gaps",
+            "collected {} to {}: {} queries, {} samples ({:.0}/s) in {:.2}s fetching (Prometheus {:.2}s, JSON decode {:.2}s, summed over {} in flight) + {:.2}s assembling + {:.2}s writing; {} GPU rows, {} pods, {} gaps, {:.2} GPU-hours unmeasured",
             crate::collect::prometheus::fmt_ms(s.from),
             crate::collect::prometheus::fmt_ms(s.to),
             s.queries,
@@ -327,7 +379,8 @@ async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
             s.write_secs,
             s.gpu_rows,
             s.pods,
-            s.gaps
+            s.gaps,
+            s.unmeasured_gpu_s / 3600.0
         );
     }
     Ok(())
@@ -335,6 +388,7 @@ async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
 
 async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
+    refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
     let mut config = ctx.config.clone();
     config.chargeback_by = args.by;
@@ -366,6 +420,7 @@ async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {
         (None, None) => return Err(UsageError("give the SQL as an argument, with -f FILE, or on standard input".into()).into()),
     };
     adhoc::check_read_only(&sql)?;
+    refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
     let batches = adhoc::run(&session, &sql, &params).await?;
     let bytes = adhoc::render_batches(&batches, args.format)?;
@@ -391,6 +446,7 @@ async fn run_cmd(ctx: &Context_, args: RunArgs) -> Result<()> {
     let window = Window::month(&args.month, Utc::now())?;
     let mut config = ctx.config.clone();
     if let Some(url) = args.url {
+        crate::config::check_prometheus_url(&url).map_err(|m| UsageError(format!("--url: {m}")))?;
         config.prometheus.url = url;
     }
     let plan = cronjob::RunPlan {

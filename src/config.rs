@@ -224,6 +224,9 @@ pub struct PrometheusConfig {
     /// a step with no scrape inside takes the last sample this recent. A series that ends stops
     /// at its last sample plus its own scrape interval.
     pub lookback_secs: u32,
+    /// Labels that tell the replicas of an HA pair apart (Thanos Query without deduplication, a
+    /// Mimir tenant fed by two Prometheis): series that differ only in these are one series.
+    pub replica_labels: Vec<String>,
     /// `collect` without `--to` stops at now minus this much (data still arriving).
     pub lag_secs: u64,
     /// First `collect` without a checkpoint starts this many days back (UTC midnight).
@@ -442,6 +445,20 @@ pub struct QueriesConfig {
     pub dir: Option<PathBuf>,
 }
 
+/// A Prometheus base URL that can work: http or https, a host, no spaces (the `--url` flags
+/// are checked the same way as the config key).
+pub fn check_prometheus_url(url: &str) -> std::result::Result<(), String> {
+    let shown = crate::collect::prometheus::redact(url);
+    let parsed = url::Url::parse(url).map_err(|e| format!("{shown:?} is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("must start with http:// or https://, got {shown:?}"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) || url.chars().any(char::is_whitespace) {
+        return Err(format!("{shown:?} has no valid host"));
+    }
+    Ok(())
+}
+
 fn epoch_date() -> NaiveDate {
     NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date")
 }
@@ -458,6 +475,7 @@ impl Default for PrometheusConfig {
             url: "http://127.0.0.1:9090".into(),
             step_secs: 30,
             lookback_secs: 300,
+            replica_labels: ["prometheus_replica", "replica", "__replica__"].map(String::from).to_vec(),
             lag_secs: 300,
             initial_days: 7,
             chunk_secs: 6 * 3600,
@@ -587,9 +605,7 @@ impl Config {
         if self.prometheus.step_secs == 0 || self.prometheus.step_secs > 3600 {
             return Err(invalid("prometheus.step_secs", format!("must be 1..=3600, got {}", self.prometheus.step_secs)));
         }
-        if !(self.prometheus.url.starts_with("http://") || self.prometheus.url.starts_with("https://")) {
-            return Err(invalid("prometheus.url", format!("must start with http:// or https://, got {:?}", self.prometheus.url)));
-        }
+        check_prometheus_url(&self.prometheus.url).map_err(|m| invalid("prometheus.url", m))?;
         let pr = &self.prometheus;
         if pr.chunk_secs < pr.step_secs as u64 || pr.chunk_secs % pr.step_secs as u64 != 0 || pr.chunk_secs > 86_400 {
             return Err(invalid("prometheus.chunk_secs", format!("must be a multiple of step_secs, at most 86400, got {}", pr.chunk_secs)));

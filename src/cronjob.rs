@@ -139,7 +139,7 @@ pub async fn run(
     let collected = if plan.collect {
         let cfg = &config.prometheus;
         let (from, to) = crate::collect::resolve_window(lake, cfg, None, None, Utc::now())?;
-        tracing::info!("collecting {} to {} from {}", crate::collect::prometheus::fmt_ms(from), crate::collect::prometheus::fmt_ms(to), cfg.url);
+        tracing::info!("collecting {} to {} from {}", crate::collect::prometheus::fmt_ms(from), crate::collect::prometheus::fmt_ms(to), crate::collect::prometheus::redact(&cfg.url));
         Some(crate::collect::collect(lake, cfg, from, to, progress).await.context("collect")?)
     } else {
         None

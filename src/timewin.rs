@@ -48,6 +48,11 @@ impl Window {
             let prev = this - Duration::days(1);
             first_of_month(prev.year(), prev.month()).expect("valid")
         } else {
+            // Exactly YYYY-MM: chrono alone would take `2026-1`.
+            let b = spec.as_bytes();
+            if b.len() != 7 || b[4] != b'-' || !b.iter().enumerate().all(|(i, c)| i == 4 || c.is_ascii_digit()) {
+                return Err(WindowError::BadMonth(spec.into()));
+            }
             NaiveDate::parse_from_str(&format!("{spec}-01"), "%Y-%m-%d").map_err(|_| WindowError::BadMonth(spec.into()))?
         };
         let next = if first.month() == 12 {

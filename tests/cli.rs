@@ -108,6 +108,22 @@ fn bad_windows_are_refused_clearly() {
     assert!(err.contains("--from"), "{err}");
     let err = common::run_fail(dir.path(), &["simulate", "--out", "x", "--step", "7"]);
     assert!(err.contains("--step"), "{err}");
+    // Input that can never work is a usage error (2) naming the flag, before anything runs.
+    let code = |args: &[&str]| common::bin().current_dir(dir.path()).args(args).output().unwrap();
+    for (args, names) in [
+        (&["report", "chargeback", "--month", "2026-1"][..], "2026-1"),
+        (&["collect", "--from", "2026-10-06", "--to", "2026-10-05"][..], "--from"),
+        (&["collect", "--from", "2026-10-05", "--to", "2026-10-06", "--url", "http://exa mple:9090"][..], "--url"),
+        (&["collect", "--from", "2026-10-05", "--to", "2026-10-06", "--url", "ftp://x"][..], "--url"),
+        (&["run", "--month", "2026-10", "--url", "http://user:hunter2@:9090"][..], "--url"),
+    ] {
+        let out = code(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(names) && !err.contains("hunter2"), "{args:?} names {names}, no secret: {err}");
+    }
+    let e = Config::parse("[prometheus]\nurl = \"http://exa mple:9090\"\n", "t.toml").unwrap_err().to_string();
+    assert!(e.contains("prometheus.url"), "{e}");
 }
 
 #[test]

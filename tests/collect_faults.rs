@@ -151,11 +151,12 @@ fn down_prometheus_is_a_clear_error() {
 #[test]
 fn second_collector_on_one_lake_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("lake/_state")).unwrap();
-    // Our parent (the test harness) is alive: its pid holds the lock.
-    std::fs::write(dir.path().join("lake/_state/collect.lock"), format!("{}\n", std::process::id())).unwrap();
+    // This test process holds the lake's collect lock (the kernel's flock on the lock file).
+    let lake = gpuledger::lake::Lake::new(dir.path().join("lake"));
+    let held = gpuledger::collect::state::LakeLock::acquire(&lake, "collect").unwrap();
     config(dir.path(), "http://127.0.0.1:9");
     let out = collect(dir.path());
+    drop(held);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("another gpuledger collect") && err.contains(&std::process::id().to_string()), "{err}");

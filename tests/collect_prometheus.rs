@@ -176,6 +176,93 @@ fn scrape_intervals_that_are_not_the_step() {
     }
 }
 
+/// The shapes of a real month at once: ~57 s scrapes with jitter, an HA pair of Prometheis
+/// returning every series twice (differing only in `prometheus_replica`), two nodes whose
+/// ServiceMonitor stops honouring labels half-way (`exported_*` from then on, the exporter's own
+/// pod on idle GPUs), and three 20-minute exporter outages. The chargeback's rows add up to the
+/// ledger's pool exactly: what no sample covers (an outage beyond the lookback) is
+/// `__unmeasured__`, as long as the outages less the lookback; every namespace is within 0.5%
+/// of the ledger once what it held inside the outages is allowed for; completeness counts the
+/// unmeasured steps as missing and names the nodes.
+#[test]
+fn replicas_relabelling_and_exporter_outages() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::run_ok(
+        dir,
+        &[
+            "simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", "23", "--start", "2026-10-05", "--openmetrics", "history.om",
+            "--scrape-interval", "57", "--scrape-jitter", "3", "--prometheus-replicas", "2", "--honor-labels-flip", "2", "--exporter-outages", "3",
+            "--outage-minutes", "20",
+        ],
+    );
+    let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
+    assert!(om.contains("prometheus_replica=\"prometheus-k8s-1\"") && om.contains("exported_pod=\""), "the shapes are in the history");
+    let prom = serve_history(dir);
+    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
+    let outages = ledger["exporter_outages"].as_array().expect("the ledger lists the outages");
+    assert_eq!(outages.len(), 3);
+    write_config(dir, "r.toml", &prom.url(), "lake", "");
+    let out = common::run_ok(dir, &["--config", "r.toml", "collect", "--from", FROM, "--to", TO]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("differing only in a replica label"), "the replicas are collapsed and said so: {log}");
+    assert!(log.contains("changed label convention"), "the relabelled nodes are named: {log}");
+    assert!(log.contains("__unmeasured__"), "the unmeasured GPU time is logged: {log}");
+    let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+        dir,
+        &["--config", "r.toml", "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"],
+    )))
+    .unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    // The pool, exactly: measured rows plus __unmeasured__.
+    assert_eq!(report["conservation"]["cluster_gpu_us"].as_f64().unwrap(), ledger["cluster_gpu_seconds"].as_f64().unwrap() * 1e6, "every GPU-step of the pool once");
+    let energy: f64 = rows.iter().map(|r| r["energy_kwh"].as_f64().unwrap()).sum();
+    let want = ledger["cluster_energy_j"].as_f64().unwrap() / 3.6e6;
+    assert!((energy - want).abs() <= want * 0.005, "pool energy {energy} kWh vs ledger {want}: the counters span the outages");
+    // __unmeasured__: each outage less the lookback (300 s), give or take two scrapes.
+    let row = |ns: &str| rows.iter().find(|r| r["namespace"] == ns);
+    let unmeasured = row("__unmeasured__").expect("an __unmeasured__ row")["gpu_hours"].as_f64().unwrap();
+    let (mut lo, mut hi) = (0.0, 0.0);
+    for o in outages {
+        let pool_h = o["pool_gpu_seconds"].as_f64().unwrap() / 3600.0;
+        let gpus = pool_h / (20.0 / 60.0);
+        lo += gpus * (1200.0 - 300.0 - 60.0) / 3600.0;
+        hi += gpus * (1200.0 - 300.0 + 2.0 * 60.0) / 3600.0;
+    }
+    eprintln!("__unmeasured__ {unmeasured:.4} GPU-h, expected {lo:.4} to {hi:.4}");
+    assert!(unmeasured >= lo && unmeasured <= hi, "__unmeasured__ {unmeasured} GPU-h not within {lo}..{hi}");
+    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
+        let want = truth["gpu_hours"].as_f64().unwrap();
+        let got = row(ns).map_or(0.0, |r| r["gpu_hours"].as_f64().unwrap());
+        let hidden: f64 = outages.iter().map(|o| o["namespaces_gpu_seconds"][ns].as_f64().unwrap_or(0.0) / 3600.0).sum();
+        eprintln!("{ns:>16} gpu_hours: {got:.4} vs ledger {want:.4} (held {hidden:.4} inside outages)");
+        assert!(got <= want * 1.005 + 1e-3, "{ns}: {got} GPU-h collected, more than the ledger's {want}");
+        assert!(got + hidden >= want * 0.995 - 1e-3, "{ns}: {got} GPU-h collected + {hidden} inside outages, less than the ledger's {want}");
+    }
+    // Completeness: the unmeasured GPU-steps are the missing ones, and the nodes are named.
+    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+        dir,
+        &["--config", "r.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"],
+    )))
+    .unwrap();
+    let (expected, present) = (c["dcgm"]["expected"].as_i64().unwrap(), c["dcgm"]["present"].as_i64().unwrap());
+    let q = common::stdout(&common::run_ok(
+        dir,
+        &["--config", "r.toml", "query", "SELECT count(*) AS n, sum(share * step_s) / 3600 AS h FROM gpu_samples WHERE namespace = '__unmeasured__'", "--format", "csv"],
+    ));
+    let (_, q) = common::parse_csv(&q);
+    let (rows_unmeasured, hours): (i64, f64) = (q[0][0].parse().unwrap(), q[0][1].parse().unwrap());
+    assert_eq!(expected - present, rows_unmeasured, "the missing GPU rows are the unmeasured ones");
+    assert!((hours - unmeasured).abs() < 1e-3, "the lake's __unmeasured__ rows {hours} GPU-h are the chargeback's {unmeasured}");
+    let by_node = c["unmeasured_gpu_us"].as_object().expect("unmeasured GPU time by node");
+    for o in outages {
+        assert!(by_node.contains_key(o["node"].as_str().unwrap()), "outage node {} named: {by_node:?}", o["node"]);
+    }
+}
+
 /// A MIG GPU whose exporter puts power, energy and temperature on the parent GPU's own series
 /// (no `GPU_I_*`, no pod) is no GPU of its own: the pool, every namespace and the idle row agree
 /// with the ledger as with the repeated shape, and the inventory holds only the instances.
@@ -344,6 +431,7 @@ fn collect_from_a_real_prometheus() {
     assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("prometheus") && l.contains("answers (version 2.")), "{text}");
     assert!(text.lines().all(|l| !l.starts_with("FAIL")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("kube kube_pod_container_resource_requests")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("gpu nodes") && l.contains("every one named by DCGM")), "{text}");
 
     // 3c. `run`, the cron job: a checkpoint half-way through the day and a lag that puts "now
     // minus lag" at the day's end; run collects the rest and writes October's reports, which

@@ -104,11 +104,9 @@ fn run_exit_codes() {
     assert_eq!(gl(&f.dir, &["run", "--bogus"]).status.code(), Some(2));
     assert_eq!(gl(&f.dir, &["query", "SELECT $x", "--param", "no-equals"]).status.code(), Some(2));
     // A live holder of the run lock: busy, 4.
-    let lake = f.dir.join("d/lake");
-    std::fs::create_dir_all(lake.join("_state")).unwrap();
-    std::fs::write(lake.join("_state/run.lock"), format!("{}\n", std::process::id())).unwrap();
+    let held = gpuledger::collect::state::LakeLock::acquire(&gpuledger::lake::Lake::new(f.dir.join("d/lake")), "run").unwrap();
     let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "run", "--month", "2026-10", "--no-collect", "--reports-dir", "r3"]);
-    std::fs::remove_file(lake.join("_state/run.lock")).unwrap();
+    drop(held);
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("another gpuledger run"));
     // Collect enabled and Prometheus unreachable: failure, 1, naming the URL.
@@ -139,6 +137,8 @@ fn refused_statements_leave_the_lake_unchanged() {
         ("SET datafusion.execution.batch_size = 1", "SET"),
         ("RESET datafusion.execution.batch_size", "RESET"),
         ("EXPLAIN INSERT INTO pods SELECT * FROM pods", "INSERT"),
+        ("WITH x AS (SELECT 1 AS a) INSERT INTO pods SELECT * FROM pods", "INSERT"),
+        ("SELECT * INTO pods_copy FROM pods", "SELECT INTO"),
         ("SELECT 1; DROP TABLE pods", ""),
     ] {
         let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "query", sql]);
@@ -152,7 +152,25 @@ fn refused_statements_leave_the_lake_unchanged() {
         }
     }
     assert!(!target.exists(), "COPY wrote nothing");
-    assert!(common::tree(&f.dir.join("d/lake")) == before, "a refused statement changed the lake");
+    // Output never lands in the lake: over a day file, a new file in a day folder, through a
+    // symlink to the lake, for `query` and `report` alike.
+    let day = std::fs::read_dir(f.dir.join("d/lake/gpu_samples")).unwrap().flatten().map(|e| e.path()).find(|p| p.is_dir()).unwrap();
+    let day_file = std::fs::read_dir(&day).unwrap().flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "parquet")).unwrap();
+    std::os::unix::fs::symlink(f.dir.join("d/lake"), f.dir.join("lake-link")).unwrap();
+    let via_link = f.dir.join("lake-link/pods/new.csv");
+    for (args, what) in [
+        (vec!["query", "SELECT * FROM gpu_samples LIMIT 1", "--format", "parquet", "-o", day_file.to_str().unwrap()], "a day file"),
+        (vec!["query", "SELECT 1 AS a", "--format", "csv", "-o", day.join("x.csv").to_str().unwrap()], "a day folder"),
+        (vec!["query", "SELECT 1 AS a", "--format", "csv", "-o", via_link.to_str().unwrap()], "a symlink to the lake"),
+        (vec!["report", "chargeback", "--month", "2026-10", "--format", "csv", "-o", "lake-link/chargeback.csv"], "a report"),
+    ] {
+        let out = gl(&f.dir, &[&["--config", "d/gpuledger.toml"][..], &args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains("inside the lake"), "{what}: {err}");
+    }
+    std::fs::remove_file(f.dir.join("lake-link")).unwrap();
+    assert!(common::tree(&f.dir.join("d/lake")) == before, "a refused statement or output changed the lake");
 }
 
 #[test]

@@ -20,7 +20,7 @@ const COLUMNS: &[(&str, &str, &str)] = &[
     ("gpu_samples", "gpu_model", "DCGM modelName, e.g. NVIDIA H100 80GB HBM3"),
     ("gpu_samples", "mig_profile", "MIG profile of the slice (e.g. 3g.40gb), NULL for a whole GPU"),
     ("gpu_samples", "gpu_instance_id", "MIG GPU instance id, NULL for a whole GPU"),
-    ("gpu_samples", "namespace", "namespace of the pod holding the GPU, NULL when none did"),
+    ("gpu_samples", "namespace", "namespace of the pod holding the GPU, NULL when none did, __unmeasured__ for GPU time of the pool no sample covered (even within the lookback)"),
     ("gpu_samples", "pod", "pod holding the GPU, NULL when none did"),
     ("gpu_samples", "container", "container holding the GPU"),
     ("gpu_samples", "share", "fraction of the GPU: 1, a MIG slice's share, or 1/n time-sliced"),

@@ -3,7 +3,7 @@
 //! with a message that names the statement kind.
 
 use datafusion::sql::parser::{DFParser, Statement as DfStatement};
-use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::ast::{Query, SetExpr, Statement};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum GuardError {
@@ -39,7 +39,12 @@ fn classify(statement: &DfStatement) -> Result<&'static str, GuardError> {
 
 fn classify_sql(statement: &Statement) -> Result<&'static str, GuardError> {
     match statement {
-        Statement::Query(_) => Ok("SELECT"),
+        // A query may still write: `WITH x AS (...) INSERT ...` parses as a query whose body is
+        // the INSERT, and `SELECT ... INTO t` creates a table.
+        Statement::Query(q) => match query_write(q) {
+            Some(kind) => Err(refused(&kind)),
+            None => Ok("SELECT"),
+        },
         Statement::Explain { statement, .. } => classify_sql(statement).map(|_| "EXPLAIN"),
         Statement::ExplainTable { .. } => Ok("DESCRIBE"),
         Statement::ShowTables { .. } => Ok("SHOW TABLES"),
@@ -47,6 +52,22 @@ fn classify_sql(statement: &Statement) -> Result<&'static str, GuardError> {
         Statement::ShowFunctions { .. } => Ok("SHOW FUNCTIONS"),
         Statement::ShowVariable { .. } => Ok("SHOW"),
         other => Err(refused(&statement_kind(other))),
+    }
+}
+
+/// The kind of the first write inside a query (its body, its CTEs, its set operations), if any.
+fn query_write(q: &Query) -> Option<String> {
+    let in_ctes = q.with.as_ref().and_then(|w| w.cte_tables.iter().find_map(|cte| query_write(&cte.query)));
+    in_ctes.or_else(|| set_expr_write(&q.body))
+}
+
+fn set_expr_write(e: &SetExpr) -> Option<String> {
+    match e {
+        SetExpr::Select(s) => s.into.as_ref().map(|_| "SELECT INTO".to_string()),
+        SetExpr::Query(q) => query_write(q),
+        SetExpr::SetOperation { left, right, .. } => set_expr_write(left).or_else(|| set_expr_write(right)),
+        SetExpr::Values(_) | SetExpr::Table(_) => None,
+        SetExpr::Insert(s) | SetExpr::Update(s) | SetExpr::Delete(s) | SetExpr::Merge(s) => Some(statement_kind(s)),
     }
 }
 
@@ -103,6 +124,12 @@ mod tests {
             ("RESET datafusion.execution.batch_size", "RESET"),
             ("EXPLAIN INSERT INTO pods SELECT * FROM pods", "INSERT"),
             ("EXPLAIN COPY (SELECT 1) TO '/tmp/out.csv'", "COPY"),
+            ("WITH x AS (SELECT 1 AS a) INSERT INTO pods SELECT * FROM pods", "INSERT"),
+            ("WITH x AS (SELECT 1 AS a) UPDATE pods SET pod = 'x'", "UPDATE"),
+            ("WITH x AS (SELECT 1 AS a) DELETE FROM pods", "DELETE"),
+            ("SELECT * INTO copy_of_pods FROM pods", "SELECT INTO"),
+            ("SELECT 1 UNION ALL SELECT * INTO t FROM pods", "SELECT INTO"),
+            ("EXPLAIN WITH x AS (SELECT 1) INSERT INTO pods SELECT * FROM pods", "INSERT"),
         ] {
             match check_read_only(sql) {
                 Err(GuardError::Refused { kind: k }) => assert_eq!(k, kind, "{sql}"),

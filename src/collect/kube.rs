@@ -432,6 +432,39 @@ impl KubeState {
         RecordBatch::try_new(Table::NamespaceLabels.schema(), columns).expect("columns match the namespace_labels schema")
     }
 
+    /// Per node, per cell of the window: the whole GPUs (`nvidia.com/gpu`) kube-state-metrics
+    /// reports and whether it reports any GPU resource (MIG, time-sliced too). A sample stands
+    /// until its series' next, for at most `lookback_ms`, as in Prometheus.
+    pub fn gpu_capacity(&self, lookback_ms: i64) -> BTreeMap<String, Vec<(u32, bool)>> {
+        let cells = ((self.to - self.from) / self.step).max(0) as usize;
+        let reach = (lookback_ms / self.step).max(1) as usize;
+        // (node, resource) -> value per cell; the map is in time order, so later samples win.
+        let mut series: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+        for ((t, node, resource), v) in &self.capacity {
+            let c = ((t - self.from) / self.step) as usize;
+            if c >= cells {
+                continue;
+            }
+            let values = series.entry((node.as_str(), resource.as_str())).or_insert_with(|| vec![0.0; cells]);
+            for slot in &mut values[c..(c + reach).min(cells)] {
+                *slot = *v;
+            }
+        }
+        let mut out: BTreeMap<String, Vec<(u32, bool)>> = BTreeMap::new();
+        for ((node, resource), values) in series {
+            let cells_out = out.entry(node.to_string()).or_insert_with(|| vec![(0, false); cells]);
+            for (o, v) in cells_out.iter_mut().zip(values) {
+                if v > 0.0 {
+                    o.1 = true;
+                    if resource == "nvidia_com_gpu" {
+                        o.0 += v.round() as u32;
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// `node_capacity` or `kueue_pending` rows for cells in `[c_start, c_end)`.
     pub fn gauge_batch(&self, table: Table, c_start: i64, c_end: i64) -> RecordBatch {
         let map = if table == Table::NodeCapacity { &self.capacity } else { &self.kueue };

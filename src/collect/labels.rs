@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use super::prometheus::Series;
+
 /// How a series names a concept: the `exported_` forms of the candidates where the series
 /// carries one, else the candidates themselves.
 #[derive(Debug, Clone)]
@@ -60,6 +62,18 @@ impl WorkloadLabels {
         }
     }
 
+    /// The convention a series with workload labels follows; None without any.
+    pub fn convention(&self, labels: &BTreeMap<String, String>) -> Option<Convention> {
+        self.pod.get(labels)?;
+        if self.namespace.is_exported(labels) || self.pod.is_exported(labels) {
+            Some(Convention::Exported)
+        } else if self.holder(labels).is_some() {
+            Some(Convention::Plain)
+        } else {
+            Some(Convention::ExporterOwn)
+        }
+    }
+
     pub fn holder(&self, labels: &BTreeMap<String, String>) -> Option<Holder> {
         let (ns, pod) = (self.namespace.get(labels)?, self.pod.get(labels)?);
         let exported = self.namespace.is_exported(labels) || self.pod.is_exported(labels);
@@ -67,6 +81,71 @@ impl WorkloadLabels {
             return None;
         }
         Some((ns.to_string(), pod.to_string(), self.container.get(labels).map(str::to_string)))
+    }
+}
+
+/// One series per label set once the `replica_labels` are dropped: an HA pair's copies of a
+/// series (Thanos Query without deduplication, a Mimir tenant fed by both replicas) become one,
+/// as Thanos' deduplication makes it: the copy with the most samples, its missed scrapes filled
+/// from the others (a sample of another copy is taken where none of the result lies within
+/// three quarters of the first copy's scrape interval). Both scraped the same target, so the
+/// result keeps one sample per scrape and its scrape interval. Returns the series and how many
+/// copies were folded into others.
+pub fn collapse_replicas(series: Vec<Series>, replica_labels: &[String]) -> (Vec<Series>, usize) {
+    if replica_labels.is_empty() || !series.iter().any(|s| replica_labels.iter().any(|l| s.labels.contains_key(l))) {
+        return (series, 0);
+    }
+    let mut groups: BTreeMap<BTreeMap<String, String>, Vec<Vec<(i64, f64)>>> = BTreeMap::new();
+    let mut copies = 0;
+    for mut s in series {
+        for l in replica_labels {
+            s.labels.remove(l);
+        }
+        let g = groups.entry(s.labels).or_default();
+        copies += usize::from(!g.is_empty());
+        g.push(s.samples);
+    }
+    let out = groups.into_iter().map(|(labels, copies)| Series { labels, samples: dedup_copies(copies) }).collect();
+    (out, copies)
+}
+
+fn dedup_copies(mut copies: Vec<Vec<(i64, f64)>>) -> Vec<(i64, f64)> {
+    if copies.len() == 1 {
+        return copies.pop().expect("one copy");
+    }
+    copies.sort_by_key(|c| std::cmp::Reverse(c.len()));
+    let mut out: BTreeMap<i64, f64> = copies[0].iter().copied().collect();
+    let near = super::dcgm::median_gap(&copies[0]).map_or(0, |g| g * 3 / 4);
+    for other in &copies[1..] {
+        for &(t, v) in other {
+            let before = out.range(..=t).next_back().is_some_and(|(&p, _)| t - p < near.max(1));
+            let after = out.range(t..).next().is_some_and(|(&n, _)| n - t < near.max(1));
+            if !before && !after {
+                out.insert(t, v);
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// How a DCGM series names its workload, for the run's log of conventions per node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Convention {
+    /// `exported_namespace`/`exported_pod`: a ServiceMonitor without `honorLabels`.
+    Exported,
+    /// Plain `namespace`/`pod` naming the workload (`honorLabels: true`).
+    Plain,
+    /// Plain labels naming the exporter's own pod (no `honorLabels`, on a GPU no pod holds).
+    ExporterOwn,
+}
+
+impl Convention {
+    pub fn label(self) -> &'static str {
+        match self {
+            Convention::Exported => "exported_namespace/exported_pod",
+            Convention::Plain => "namespace/pod (honorLabels)",
+            Convention::ExporterOwn => "the exporter's own pod (prometheus.labels.exporter_pods)",
+        }
     }
 }
 
@@ -83,7 +162,6 @@ pub fn sane(v: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::prometheus::Series;
 
     fn series(pairs: &[(&str, &str)]) -> Series {
         Series { labels: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), samples: vec![] }
@@ -112,6 +190,31 @@ mod tests {
         assert_eq!(w.holder(&idle.labels), None, "the exporter itself holds no GPU");
         let honoured = series(&[("namespace", "team-b"), ("pod", "infer-1"), ("container", "srv")]);
         assert_eq!(w.holder(&honoured.labels), Some(("team-b".into(), "infer-1".into(), Some("srv".into()))));
+    }
+
+    /// An HA pair's copies of one series, scraped 7 s apart every 60 s, each missing scrapes:
+    /// one series, one sample per scrape, the fuller copy's gap filled from the other; a series
+    /// without the replica label is left alone.
+    #[test]
+    fn replica_copies_are_one_series() {
+        let replicas = vec!["prometheus_replica".to_string(), "replica".to_string()];
+        let copy = |r: &str, samples: Vec<(i64, f64)>| Series {
+            labels: [("UUID", "GPU-1"), ("pod", "p"), ("prometheus_replica", r)].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            samples,
+        };
+        let a: Vec<(i64, f64)> = (0..=10).map(|k| k * 60).filter(|t| *t != 240 && *t != 300).map(|t| (t, 1.0)).collect();
+        let b: Vec<(i64, f64)> = (0..=10).map(|k| k * 60 + 7).filter(|t| *t != 427).map(|t| (t, 2.0)).collect();
+        let other = series(&[("UUID", "GPU-2")]);
+        let (out, copies) = collapse_replicas(vec![copy("a", a), copy("b", b.clone()), other.clone()], &replicas);
+        assert_eq!(copies, 1);
+        assert_eq!(out.len(), 2);
+        let merged = out.iter().find(|s| s.labels.get("UUID").map(String::as_str) == Some("GPU-1")).unwrap();
+        assert!(!merged.labels.contains_key("prometheus_replica"));
+        let mut want = b;
+        want.push((420, 1.0));
+        want.sort_by_key(|s| s.0);
+        assert_eq!(merged.samples, want, "b's samples (the fuller copy), its missed scrape at 427 s taken from a");
+        assert!(out.contains(&other));
     }
 
     #[test]

@@ -25,6 +25,7 @@ use futures::{StreamExt, TryStreamExt};
 use crate::config::PrometheusConfig;
 use crate::lake::reader::read_partition;
 use crate::lake::rows::{NodeRow, NodesBuilder};
+use crate::lake::schema::UNMEASURED;
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::{Progress, ProgressMode};
 use dcgm::{DcgmGrid, Field};
@@ -59,6 +60,8 @@ pub struct CollectSummary {
     pub gpu_rows: usize,
     pub pods: usize,
     pub gaps: usize,
+    /// GPU-seconds of the pool no sample covered (rows of namespace `__unmeasured__`).
+    pub unmeasured_gpu_s: f64,
     pub fetch_secs: f64,
     /// Summed over concurrent queries: waiting on Prometheus, and decoding its JSON.
     pub prometheus_secs: f64,
@@ -159,15 +162,28 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     summary.decode_secs = client.stats.decode_secs();
     let t_assemble = std::time::Instant::now();
 
-    // 2. Assemble in a fixed order (responses arrive in any order).
+    // 2. Assemble in a fixed order (responses arrive in any order), an HA pair's copies of each
+    // series folded into one.
     let mut results = results;
+    let mut replica_copies = 0usize;
+    for r in &mut results {
+        summary.samples += r.3.iter().map(|x| x.samples.len() as u64).sum::<u64>();
+        let (series, copies) = labels::collapse_replicas(std::mem::take(&mut r.3), &cfg.replica_labels);
+        r.3 = series;
+        replica_copies += copies;
+    }
+    if replica_copies > 0 {
+        tracing::info!(
+            "{replica_copies} series came twice or more, differing only in a replica label ({}): each read as one series (prometheus.replica_labels)",
+            cfg.replica_labels.join(", ")
+        );
+    }
     results.sort_by_key(|(job, s, _, _)| (*s, job_order(job)));
     let mut grid = DcgmGrid::new(from, to, cfg.step_secs);
     let mut kube = KubeState::new(from, to, cfg.step_secs);
     let mut gaps: Vec<(&'static str, String, i64, i64)> = Vec::new();
     let mut util_chunks: BTreeMap<i64, usize> = BTreeMap::new();
     for (job, s, e, series) in &results {
-        summary.samples += series.iter().map(|x| x.samples.len() as u64).sum::<u64>();
         match job {
             Job::Dcgm(f) => {
                 if matches!(f, Field::Util | Field::EngineActive) {
@@ -215,6 +231,8 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     for (f, labels, samples) in &joined {
         filled += grid.fill(*f, labels, samples, cfg, typical.get(f).copied().unwrap_or(step));
     }
+    grid.fill_counters(joined.iter().filter(|(f, _, _)| *f == Field::Energy).map(|(_, l, s)| (*l, s.as_slice())), cfg);
+    log_conventions(&joined, cfg);
     if let Some(util) = typical.get(&Field::Util).or_else(|| typical.get(&Field::EngineActive)) {
         tracing::info!(
             "DCGM scrape interval {:.0} s (median over series), lake step {} s; {filled} GPU-steps without a scrape of their own took the last sample within prometheus.lookback_secs = {}",
@@ -224,6 +242,19 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         );
     }
     drop(joined);
+    let pool = grid.set_pool(kube.gpu_capacity(cfg.lookback_secs as i64 * 1000));
+    if pool.names_disagree {
+        tracing::warn!(
+            "kube_node_status_capacity's node names share none with DCGM's ({}): the pool is the GPUs DCGM reported, GPU time of nodes without a DCGM exporter is not counted",
+            cfg.labels.node.join(", ")
+        );
+    }
+    for (node, gpus) in &pool.without_dcgm {
+        tracing::warn!(
+            "node {node}: kube-state-metrics reports up to {gpus} GPUs (nvidia.com/gpu) but no DCGM series names it: is dcgm-exporter running there? Its GPU time is {UNMEASURED}, model {}",
+            crate::lake::schema::UNKNOWN_MODEL
+        );
+    }
     for (s, n) in util_chunks {
         if n == 0 {
             gaps.push(("dcgm", format!("{}|{}", cfg.metrics.gpu_util, cfg.metrics.engine_active), s, (s + chunk).min(to)));
@@ -241,6 +272,7 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     // 3. Publish day by day, merging with what the lake holds outside the window.
     let t1 = std::time::Instant::now();
     let day0 = from.div_euclid(DAY_MS) * DAY_MS;
+    let mut unmeasured: BTreeMap<String, f64> = BTreeMap::new();
     let mut d = day0;
     while d < to {
         let date = DateTime::from_timestamp_millis(d).expect("valid").date_naive();
@@ -248,6 +280,9 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         let (w0, w1) = (d.max(from), (d + DAY_MS).min(to));
         let gpu = grid.batch(c0, c1);
         summary.gpu_rows += gpu.num_rows();
+        for (node, gpu_s) in unmeasured_gpu_seconds(&gpu) {
+            *unmeasured.entry(node).or_default() += gpu_s;
+        }
         let gpu = merge_window(lake, Table::GpuSamples, date, "ts", w0, w1, gpu)?;
         write_partition(lake, Table::GpuSamples, date, &gpu)?;
         write_partition(lake, Table::Nodes, date, &nodes_of(&gpu))?;
@@ -271,6 +306,20 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         write_partition(lake, Table::Pods, date, &merged)?;
     }
     summary.write_secs = t1.elapsed().as_secs_f64();
+    if !unmeasured.is_empty() {
+        let total: f64 = unmeasured.values().sum();
+        let mut worst: Vec<(&String, &f64)> = unmeasured.iter().collect();
+        worst.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+        let list: Vec<String> = worst.iter().take(10).map(|(n, s)| format!("{n} {:.2}", *s / 3600.0)).collect();
+        tracing::warn!(
+            "{:.2} GPU-hours of the pool had no sample, even within prometheus.lookback_secs = {} (an exporter down, missed scrapes): row {UNMEASURED}; GPU-hours by node: {}{}",
+            total / 3600.0,
+            cfg.lookback_secs,
+            list.join(", "),
+            if worst.len() > 10 { format!(" and {} more nodes", worst.len() - 10) } else { String::new() }
+        );
+    }
+    summary.unmeasured_gpu_s = unmeasured.values().fold(0.0, |a, b| a + b);
 
     // 4. Only now advance the checkpoints.
     let mut cps = Checkpoints::load(lake)?;
@@ -282,6 +331,75 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     }
     cps.save(lake)?;
     Ok(summary)
+}
+
+/// Logs once per run how the DCGM series name their workload, per node: the conventions in use,
+/// and the nodes that changed from one to another inside the window (a ServiceMonitor's
+/// `honorLabels` flipped, a second exporter's ServiceMonitor).
+fn log_conventions(joined: &[(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)], cfg: &PrometheusConfig) {
+    let workload = labels::WorkloadLabels::new(&cfg.labels);
+    let node_pick = labels::LabelPick::plain(&cfg.labels.node);
+    // node -> convention -> (first, last) sample time
+    let mut seen: BTreeMap<&str, BTreeMap<labels::Convention, (i64, i64)>> = BTreeMap::new();
+    let mut nodes: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for (f, l, samples) in joined {
+        if !matches!(f, Field::Util | Field::EngineActive) || samples.is_empty() {
+            continue;
+        }
+        let node = node_pick.get(l).unwrap_or("");
+        nodes.insert(node);
+        let Some(conv) = workload.convention(l) else { continue };
+        let e = seen.entry(node).or_default().entry(conv).or_insert((i64::MAX, i64::MIN));
+        e.0 = e.0.min(samples[0].0);
+        e.1 = e.1.max(samples[samples.len() - 1].0);
+    }
+    let mut by_conv: BTreeMap<labels::Convention, usize> = BTreeMap::new();
+    let mut mixed = Vec::new();
+    for (node, convs) in &seen {
+        for c in convs.keys() {
+            *by_conv.entry(*c).or_default() += 1;
+        }
+        if convs.contains_key(&labels::Convention::Exported) && convs.contains_key(&labels::Convention::Plain) {
+            let span = |c| convs.get(&c).map_or(String::new(), |&(a, b): &(i64, i64)| format!("{} to {}", fmt_ms(a), fmt_ms(b)));
+            mixed.push(format!("{node} (exported_* {}, plain {})", span(labels::Convention::Exported), span(labels::Convention::Plain)));
+        }
+    }
+    if !by_conv.is_empty() {
+        let list: Vec<String> = by_conv.iter().map(|(c, n)| format!("{} on {n} nodes", c.label())).collect();
+        tracing::info!("DCGM workload labels, read per series: {}", list.join("; "));
+    }
+    let unmapped: Vec<&str> = nodes.iter().filter(|n| !seen.get(**n).is_some_and(|c| c.contains_key(&labels::Convention::Exported) || c.contains_key(&labels::Convention::Plain))).copied().collect();
+    if !unmapped.is_empty() {
+        tracing::warn!(
+            "{} nodes have DCGM series but none names a pod (idle the whole window, or an exporter without the pod mapping? prometheus.labels.pod): the chargeback gives their GPU time to the pods kube-state-metrics shows there, requests x running time: {}{}",
+            unmapped.len(),
+            unmapped.iter().take(10).copied().collect::<Vec<_>>().join(", "),
+            if unmapped.len() > 10 { ", ..." } else { "" }
+        );
+    }
+    if !mixed.is_empty() {
+        tracing::info!(
+            "{} nodes changed label convention inside the window (a ServiceMonitor's honorLabels?), each series read by its own labels: {}",
+            mixed.len(),
+            mixed.iter().take(10).cloned().collect::<Vec<_>>().join("; ")
+        );
+    }
+}
+
+/// GPU-seconds of namespace `__unmeasured__` per node in a batch of GPU rows.
+fn unmeasured_gpu_seconds(gpu: &RecordBatch) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let ns = arrow::compute::cast(gpu.column_by_name("namespace").expect("namespace"), &DataType::Utf8).expect("cast to utf8");
+    let node = arrow::compute::cast(gpu.column_by_name("node").expect("node"), &DataType::Utf8).expect("cast to utf8");
+    let (ns, node) = (ns.as_string::<i32>(), node.as_string::<i32>());
+    let share = gpu.column_by_name("share").expect("share").as_primitive::<arrow::datatypes::Float64Type>();
+    let step = gpu.column_by_name("step_s").expect("step_s").as_primitive::<Int32Type>();
+    for i in 0..gpu.num_rows() {
+        if ns.is_valid(i) && ns.value(i) == UNMEASURED {
+            *out.entry(node.value(i).to_string()).or_insert(0.0) += share.value(i) * step.value(i) as f64;
+        }
+    }
+    out
 }
 
 fn job_order(job: &Job) -> (u8, u8) {

@@ -78,6 +78,10 @@ impl std::fmt::Debug for PromClient {
 }
 
 /// `http://user:secret@host/x` -> `http://host/x` for messages.
+pub fn redact(url: &str) -> String {
+    redact_url(url)
+}
+
 fn redact_url(url: &str) -> String {
     match (url.find("://"), url.find('@')) {
         (Some(s), Some(a)) if a > s => format!("{}{}", &url[..s + 3], &url[a + 1..]),

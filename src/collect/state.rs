@@ -1,6 +1,7 @@
 //! The collector's state in the lake (`<lake>/_state/`): a checkpoint per source and a lock
-//! that stops two jobs on one lake. On a local disk the lock is a file created exclusively,
-//! holding its pid (a dead holder's lock is taken over). On object storage, where no pid can be
+//! that stops two jobs on one lake. On a local disk the lock is the kernel's: `flock` on the
+//! open lock file, so two processes can never both hold it and a holder that dies releases it
+//! with its file descriptors; the pid written inside is only for the message. On object storage, where no pid can be
 //! checked, it is a lease: an object created with a conditional PUT, renewed by its holder every
 //! third of `lake.s3.lock_ttl_secs` and taken over (again conditionally, so only one taker wins)
 //! once it has run out or its holder on this host is gone.
@@ -15,7 +16,7 @@ use crate::lake::Lake;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("another gpuledger {job} ({holder}) holds {path}; wait for it, or remove it if that process is gone")]
+    #[error("another gpuledger {job} ({holder}) holds {path}; wait for it to finish (its lock goes with the process)")]
     Locked { job: String, holder: String, path: PathBuf },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
@@ -71,11 +72,14 @@ pub struct LakeLock {
 
 #[derive(Debug)]
 enum Held {
-    File(PathBuf),
+    /// The lock file and its open descriptor, which holds the `flock`.
+    File(PathBuf, std::fs::File),
     #[cfg(feature = "s3")]
     Lease(lease::Lease),
 }
 
+/// Whether process `pid` exists on this host (the S3 lease's check of a holder here).
+#[cfg_attr(not(feature = "s3"), allow(dead_code))]
 fn alive(pid: u32) -> bool {
     if pid == 0 || pid > i32::MAX as u32 {
         return false;
@@ -86,51 +90,58 @@ fn alive(pid: u32) -> bool {
 }
 
 impl LakeLock {
-    /// Takes `<lake>/_state/<job>.lock`, or fails with `StateError::Locked` while a live
-    /// holder has it; a dead holder's lock is taken over.
+    /// Takes `<lake>/_state/<job>.lock`, or fails with `StateError::Locked` while another
+    /// process (or another open of it in this one) holds it.
     pub fn acquire(lake: &Lake, job: &str) -> Result<LakeLock, StateError> {
         let path = state_dir(lake).join(format!("{job}.lock"));
         match lake.store() {
-            crate::lake::store::Store::Local => Self::acquire_file(path, job).map(|p| LakeLock { held: Held::File(p) }),
+            crate::lake::store::Store::Local => Self::acquire_file(path, job).map(|(p, f)| LakeLock { held: Held::File(p, f) }),
             #[cfg(feature = "s3")]
             crate::lake::store::Store::S3(s3) => lease::Lease::acquire(lake, std::sync::Arc::clone(s3), path, job).map(|l| LakeLock { held: Held::Lease(l) }),
         }
     }
 
-    fn acquire_file(path: PathBuf, job: &str) -> Result<PathBuf, StateError> {
+    /// `flock(LOCK_EX | LOCK_NB)` on the lock file, then a check that the path still names the
+    /// file locked (a holder unlinks it on release, so a lock taken on an unlinked file is
+    /// retried on the new one: only the file at the path counts).
+    fn acquire_file(path: PathBuf, job: &str) -> Result<(PathBuf, std::fs::File), StateError> {
+        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::io::AsRawFd;
         let dir = path.parent().expect("lock file has a folder").to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|source| StateError::Io { path: dir.clone(), source })?;
-        for _ in 0..3 {
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut f) => {
-                    let io = |source| StateError::Io { path: path.clone(), source };
+        let io = |source| StateError::Io { path: path.clone(), source };
+        for _ in 0..100 {
+            let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    let pid = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok());
+                    let holder = pid.map_or_else(|| "pid not yet written".to_string(), |p| format!("pid {p}"));
+                    return Err(StateError::Locked { job: job.to_string(), holder, path });
+                }
+                return Err(io(e));
+            }
+            let ours = f.metadata().map_err(io)?;
+            match std::fs::metadata(&path) {
+                Ok(now) if now.dev() == ours.dev() && now.ino() == ours.ino() => {
+                    f.set_len(0).map_err(io)?;
                     writeln!(f, "{}", std::process::id()).map_err(io)?;
                     f.sync_all().map_err(io)?;
-                    return Ok(path);
+                    return Ok((path, f));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let holder = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse::<u32>().ok());
-                    match holder {
-                        Some(pid) if pid != std::process::id() && alive(pid) => {
-                            return Err(StateError::Locked { job: job.to_string(), holder: format!("pid {pid}"), path })
-                        }
-                        _ => {
-                            tracing::warn!("taking over a stale lock {} (holder {:?} is gone)", path.display(), holder);
-                            let _ = std::fs::remove_file(&path);
-                        }
-                    }
-                }
-                Err(source) => return Err(StateError::Io { path, source }),
+                _ => continue, // released and unlinked between our open and our lock
             }
         }
-        Err(StateError::Io { path, source: std::io::Error::other("could not create the lock file") })
+        Err(io(std::io::Error::other("the lock file kept being replaced")))
     }
 }
 
 impl Drop for LakeLock {
     fn drop(&mut self) {
         match &mut self.held {
-            Held::File(path) => {
+            // Unlinked while still locked, then unlocked by closing: a waiter that locked the
+            // unlinked file sees it is no longer at the path and retries.
+            Held::File(path, _file) => {
                 let _ = std::fs::remove_file(path);
             }
             #[cfg(feature = "s3")]
@@ -263,20 +274,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lock_excludes_a_live_holder_and_recovers_a_dead_one() {
+    fn lock_excludes_a_holder_and_is_free_once_released() {
         let dir = tempfile::tempdir().unwrap();
         let lake = Lake::new(dir.path());
         let lock = LakeLock::acquire(&lake, "collect").unwrap();
-        // A live other process (our parent shell/test runner) holding it: refused.
-        std::fs::write(dir.path().join("_state/collect.lock"), format!("{}\n", std::os::unix::process::parent_id())).unwrap();
         let e = LakeLock::acquire(&lake, "collect").unwrap_err().to_string();
-        assert!(e.contains("another gpuledger collect"), "{e}");
-        // A pid that cannot exist: stale, taken over.
-        std::fs::write(dir.path().join("_state/collect.lock"), "4194304\n").unwrap();
-        let again = LakeLock::acquire(&lake, "collect").unwrap();
-        drop(again);
+        assert!(e.contains("another gpuledger collect") && e.contains(&format!("pid {}", std::process::id())), "{e}");
+        // Another job's lock is another file.
+        drop(LakeLock::acquire(&lake, "rollup").unwrap());
         drop(lock);
         assert!(!dir.path().join("_state/collect.lock").exists());
+        // A file left behind with a pid in it (a holder killed by SIGKILL) holds nothing.
+        std::fs::write(dir.path().join("_state/collect.lock"), format!("{}\n", std::os::unix::process::parent_id())).unwrap();
+        drop(LakeLock::acquire(&lake, "collect").unwrap());
+    }
+
+    /// 200 pairs started together on one lake, each holder releasing at once: never two holders
+    /// at the same moment, though the release unlinks the file the other may be locking.
+    #[test]
+    fn simultaneous_pairs_never_both_hold() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let lake = Lake::new(dir.path());
+        let holding = AtomicUsize::new(0);
+        let (mut won, mut both) = (0, 0);
+        for _ in 0..200 {
+            let barrier = std::sync::Barrier::new(2);
+            let got: Vec<bool> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..2)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            let Ok(lock) = LakeLock::acquire(&lake, "collect") else { return false };
+                            assert_eq!(holding.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                            std::thread::sleep(std::time::Duration::from_micros(200));
+                            holding.fetch_sub(1, Ordering::SeqCst);
+                            drop(lock);
+                            true
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            won += got.iter().filter(|g| **g).count();
+            both += usize::from(got.iter().all(|g| *g));
+        }
+        assert!(won >= 200, "every pair has a holder: {won}");
+        eprintln!("200 pairs: {won} acquisitions, {both} pairs where the second came after the first released");
     }
 
     #[test]

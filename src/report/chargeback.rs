@@ -32,6 +32,8 @@ pub const MONEY_SCALE: u32 = 12;
 pub const RAW_PER_UNIT: i128 = 3_600_000_000 * 1_000_000_000_000;
 
 pub const UNALLOCATED: &str = "__unallocated__";
+/// GPU time of the pool no sample covered (the lake's rows of that namespace).
+pub use crate::lake::schema::UNMEASURED;
 /// The table `queries/pod_run_days.sql`'s result is handed to `queries/chargeback.sql` as.
 pub const POD_RUN_DAYS: &str = "pod_run_days";
 pub const UNASSIGNED: &str = "__unassigned__";
@@ -403,7 +405,7 @@ impl Chargeback {
         for r in &namespaces {
             let key = match by {
                 ChargeBy::Namespace => r.namespace.clone(),
-                _ if r.namespace == UNALLOCATED => UNALLOCATED.to_string(),
+                _ if r.namespace == UNALLOCATED || r.namespace == UNMEASURED => r.namespace.clone(),
                 ChargeBy::Team => r.owner.team.clone().unwrap_or_else(|| UNASSIGNED.into()),
                 ChargeBy::CostCentre => r.owner.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()),
             };
@@ -564,6 +566,13 @@ impl Chargeback {
                 format_units(round_ratio(unpriced as i128, US_PER_HOUR, 4), 4)
             ));
         }
+        let unmeasured: i64 = self.detail.iter().filter(|r| r.namespace == UNMEASURED).map(|r| r.q.gpu_us).sum();
+        if unmeasured > 0 {
+            notes.push(format!(
+                "unmeasured: {} GPU-hours of the pool had no DCGM sample, even within prometheus.lookback_secs (an exporter down, a node without one): row {UNMEASURED} at list price; `report completeness` says where",
+                format_units(round_ratio(unmeasured as i128, US_PER_HOUR, 4), 4)
+            ));
+        }
         if req_total > 0 {
             notes.push(format!(
                 "request-based: {} GPU-hours on nodes whose DCGM exporter reported no pods were attributed from kube-state-metrics requests x running time (rows marked request_based)",
@@ -597,8 +606,8 @@ impl Chargeback {
 }
 
 /// Moves each donor's basis cost onto the receivers `policy` names. Proportional weights are
-/// the receivers' own basis cost (in cents), else their GPU time; donors, `__unallocated__`
-/// and shared namespaces never receive. An owner must already have a row.
+/// the receivers' own basis cost (in cents), else their GPU time; donors, `__unallocated__`,
+/// `__unmeasured__` and shared namespaces never receive. An owner must already have a row.
 fn spread(rows: &mut [NamespaceCharge], donors: &[usize], policy: &SpreadPolicy, basis: CostBasis, shared: &[&str]) {
     let receivers: Vec<usize> = match policy {
         SpreadPolicy::Separate => return,
@@ -606,7 +615,7 @@ fn spread(rows: &mut [NamespaceCharge], donors: &[usize], policy: &SpreadPolicy,
         SpreadPolicy::Proportional => rows
             .iter()
             .enumerate()
-            .filter(|(i, r)| !donors.contains(i) && r.namespace != UNALLOCATED && !shared.contains(&r.namespace.as_str()))
+            .filter(|(i, r)| !donors.contains(i) && r.namespace != UNALLOCATED && r.namespace != UNMEASURED && !shared.contains(&r.namespace.as_str()))
             .map(|(i, _)| i)
             .collect(),
     };

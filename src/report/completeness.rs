@@ -39,6 +39,8 @@ pub struct Completeness {
     pub window: Window,
     pub step_s: i64,
     pub days: Vec<DayCompleteness>,
+    /// GPU time no sample covered, per node (GPU-us, first and last step), most first.
+    pub unmeasured: Vec<(String, i64, i64, i64)>,
 }
 
 fn shape(detail: impl Into<String>) -> ReportError {
@@ -91,6 +93,13 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
             seen.insert(d, (steps[i], rows[i], units[i], steps_s[i]));
         }
     }
+    let mut unmeasured = Vec::new();
+    for b in &run_query(ctx, "unmeasured", &queries.get("unmeasured")?, params.clone()).await? {
+        let (node, us, first, last) = (col_str(b, "node")?, col_i64(b, "gpu_us")?, col_ts(b, "first_ts")?, col_ts(b, "last_ts")?);
+        for i in 0..b.num_rows() {
+            unmeasured.push((node[i].clone().unwrap_or_default(), us[i], first[i], last[i]));
+        }
+    }
     let sql = queries.get("gaps")?;
     let gap_batches = run_query(ctx, "gaps", &sql, params[..2].to_vec()).await?;
     let mut gaps: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
@@ -124,7 +133,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
         days.push(DayCompleteness { date: d, source: "kube", expected: steps_expected, present: (steps_expected - kube_missing).max(0), gap_ms: kube_gap });
         d += Duration::days(1);
     }
-    Ok(Completeness { window: *window, step_s: step, days })
+    Ok(Completeness { window: *window, step_s: step, days, unmeasured })
 }
 
 impl Completeness {
@@ -176,6 +185,28 @@ impl Completeness {
             m.insert("present".into(), Value::from(p));
             m.insert("gap_ms".into(), Value::from(gap));
             meta.insert(s.to_string(), Value::Object(m));
+        }
+        if !self.unmeasured.is_empty() {
+            let total: i64 = self.unmeasured.iter().map(|u| u.1).sum();
+            let at = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).map_or(String::new(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string());
+            let list: Vec<String> = self
+                .unmeasured
+                .iter()
+                .take(10)
+                .map(|(n, us, a, b)| format!("{n} {} GPU-h ({} to {})", super::money::format_units(round_ratio(*us as i128, 3_600_000_000, 2), 2), at(*a), at(*b)))
+                .collect();
+            notes.push(format!(
+                "dcgm: {} GPU-hours of the pool had no sample, even within the lookback ({}): {}{}",
+                super::money::format_units(round_ratio(total as i128, 3_600_000_000, 2), 2),
+                crate::lake::schema::UNMEASURED,
+                list.join("; "),
+                if self.unmeasured.len() > 10 { format!("; and {} more nodes", self.unmeasured.len() - 10) } else { String::new() }
+            ));
+            let mut m = Map::new();
+            for (n, us, _, _) in &self.unmeasured {
+                m.insert(n.clone(), Value::from(*us));
+            }
+            meta.insert("unmeasured_gpu_us".into(), Value::Object(m));
         }
         notes.push(format!("window {} to {}; step {} s", self.window.start.to_rfc3339(), self.window.end.to_rfc3339(), self.step_s));
         meta.insert("window_start".into(), Value::String(self.window.start.to_rfc3339()));

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use serde_json::{Map, Value};
 
-use super::chargeback::{self, ChargeBy, Chargeback, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, US_PER_HOUR};
+use super::chargeback::{self, ChargeBy, Chargeback, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, UNMEASURED, US_PER_HOUR};
 use super::money::{apportion, round_ratio};
 use super::render::{Cell, Report};
 use crate::config::{Config, CostBasis};
@@ -191,7 +191,7 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
         for (mut key, l) in lines {
             key.0 = match by {
                 ChargeBy::Namespace => ns.clone(),
-                _ if ns == UNALLOCATED => UNALLOCATED.into(),
+                _ if ns == UNALLOCATED || ns == UNMEASURED => ns.clone(),
                 ChargeBy::Team => l.team.clone().unwrap_or_else(|| UNASSIGNED.into()),
                 ChargeBy::CostCentre => l.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()),
             };

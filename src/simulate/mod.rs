@@ -111,4 +111,26 @@ impl Simulation {
     pub fn ledger(&self) -> Ledger {
         ledger::compute(&self.cluster, &self.namespaces, &self.schedule, &self.signals(), self.params.window_ms(), self.params.seed)
     }
+
+    /// What an exporter outage hid: its node and interval, the GPU-seconds of the node's pool in
+    /// it and the GPU-seconds each namespace held there (`__unallocated__` the rest), from the
+    /// schedule.
+    pub fn outage_ledger(&self, o: &openmetrics::Outage) -> serde_json::Value {
+        let node = &self.cluster.nodes[o.node];
+        let pool: f64 = node.units.iter().map(|&u| self.cluster.units[u].share).sum::<f64>() * (o.end - o.start) as f64 / 1000.0;
+        let mut held: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+        for p in ledger::holding_pieces(&self.cluster, &self.schedule, self.params.window_ms()) {
+            if self.cluster.units[p.unit].node != o.node {
+                continue;
+            }
+            let (a, b) = (p.start.max(o.start), p.end.min(o.end));
+            if a < b {
+                *held.entry(self.namespaces[self.schedule.pods[p.pod].ns].name.to_string()).or_default() += (b - a) as f64 / 1000.0 * p.share;
+            }
+        }
+        let held_total: f64 = held.values().sum();
+        held.insert(ledger::UNALLOCATED.to_string(), pool - held_total);
+        let ms = |t: i64| chrono::DateTime::from_timestamp_millis(t).map_or(String::new(), |t| t.to_rfc3339());
+        serde_json::json!({ "node": node.name, "start": ms(o.start), "end": ms(o.end), "pool_gpu_seconds": pool, "namespaces_gpu_seconds": held })
+    }
 }

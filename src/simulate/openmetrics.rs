@@ -65,8 +65,35 @@ pub enum MigDeviceFields {
     Parent,
 }
 
+/// A node's dcgm-exporter down over `[start, end)` (ms): no DCGM samples of its GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outage {
+    pub node: usize,
+    pub start: i64,
+    pub end: i64,
+}
+
+/// `n` exporter outages of `minutes` each, on nodes and at times drawn from the seed, each at
+/// least an hour from the window's edges (a window too short for that gets none).
+pub fn plan_outages(sim: &Simulation, n: u32, minutes: u32) -> Vec<Outage> {
+    let (ws, we) = sim.params.window_ms();
+    let len = minutes as i64 * 60_000;
+    let (lo, hi) = (ws + 3_600_000, we - 3_600_000 - len);
+    if n == 0 || hi <= lo || sim.cluster.nodes.is_empty() {
+        return Vec::new();
+    }
+    let mut rng = super::rng::Rng::new(sim.params.seed ^ 0x0DA7_A6E5);
+    (0..n)
+        .map(|_| {
+            let node = rng.int(0, sim.cluster.nodes.len() as i64 - 1) as usize;
+            let start = rng.int(lo, hi);
+            Outage { node, start, end: start + len }
+        })
+        .collect()
+}
+
 /// How the exporters are shaped.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct OmOptions {
     pub mig_device_fields: MigDeviceFields,
     /// How often Prometheus scrapes each node's dcgm-exporter (ms); None: once per lake step,
@@ -76,7 +103,20 @@ pub struct OmOptions {
     pub scrape_jitter_ms: i64,
     /// Share of scrapes that never happen (0-1), in runs of 1 to 4 in a row.
     pub missed_scrapes: f64,
+    /// Nodes whose exporter is down for a while (no scrape of it succeeds).
+    pub outages: Vec<Outage>,
+    /// Copies of every series, as an HA pair of Prometheis behind a Thanos Query without
+    /// deduplication returns them: `prometheus_replica="prometheus-k8s-<i>"`, copy i scraping
+    /// i x 7 s later (0 or 1: one copy, no replica label).
+    pub replicas: u32,
+    /// The first this many nodes' dcgm-exporter ServiceMonitor stops honouring the exporter's
+    /// labels half-way through the window: from then on their series carry the exporter's own
+    /// `namespace`/`pod`/`container` and the workload's as `exported_*`.
+    pub honor_labels_flip: usize,
 }
+
+/// How much later each further replica scrapes (ms).
+const REPLICA_OFFSET_MS: i64 = 7_000;
 
 /// Writes the window's history; returns the number of samples written.
 pub fn write(sim: &Simulation, out: &mut impl Write) -> io::Result<u64> {
@@ -85,9 +125,10 @@ pub fn write(sim: &Simulation, out: &mut impl Write) -> io::Result<u64> {
 
 /// [`write`] with the exporters shaped by `options`.
 pub fn write_with(sim: &Simulation, options: OmOptions, out: &mut impl Write) -> io::Result<u64> {
-    let mut w = OmWriter { sim, model: sim.signals(), out, samples: 0, options };
+    let mut w = OmWriter { sim, model: sim.signals(), out, samples: 0, options, copies: String::new() };
     w.dcgm()?;
     w.ksm()?;
+    w.flush_copies()?;
     writeln!(w.out, "# EOF")?;
     Ok(w.samples)
 }
@@ -98,17 +139,39 @@ struct OmWriter<'a, W: Write> {
     out: &'a mut W,
     samples: u64,
     options: OmOptions,
+    /// The further replicas' lines of the current family, written after its first copy's (each
+    /// series' samples stay consecutive and in time order).
+    copies: String,
 }
 
 impl<W: Write> OmWriter<'_, W> {
     fn family(&mut self, name: &str, help: &str) -> io::Result<()> {
+        self.flush_copies()?;
         writeln!(self.out, "# HELP {name} {help}")?;
         writeln!(self.out, "# TYPE {name} gauge")
     }
 
+    fn flush_copies(&mut self) -> io::Result<()> {
+        self.out.write_all(self.copies.as_bytes())?;
+        self.copies.clear();
+        Ok(())
+    }
+
     fn sample(&mut self, name: &str, labels: &str, value: &str, ms: i64) -> io::Result<()> {
         self.samples += 1;
-        writeln!(self.out, "{name}{{{labels}}} {value} {}", ts_s(ms))
+        if self.options.replicas <= 1 {
+            return writeln!(self.out, "{name}{{{labels}}} {value} {}", ts_s(ms));
+        }
+        writeln!(self.out, "{name}{{{labels},prometheus=\"monitoring/k8s\",prometheus_replica=\"prometheus-k8s-0\"}} {value} {}", ts_s(ms))?;
+        let (_, we) = self.sim.params.window_ms();
+        for r in 1..self.options.replicas {
+            let at = ms + r as i64 * REPLICA_OFFSET_MS;
+            if at < we {
+                self.samples += 1;
+                writeln!(self.copies, "{name}{{{labels},prometheus=\"monitoring/k8s\",prometheus_replica=\"prometheus-k8s-{r}\"}} {value} {}", ts_s(at)).expect("string write");
+            }
+        }
+        Ok(())
     }
 
     fn dcgm(&mut self) -> io::Result<()> {
@@ -144,8 +207,10 @@ impl<W: Write> OmWriter<'_, W> {
                 if (fam == Dcgm::Util && mig) || (fam == Dcgm::EngineActive && !mig) || (mig && device_level && on_parent) {
                     continue;
                 }
-                // Group the unit's steps by holder: one series per label set, each contiguous.
-                let mut groups: BTreeMap<Option<usize>, Vec<i64>> = BTreeMap::new();
+                // Group the unit's steps by holder (and label convention): one series per label
+                // set, each contiguous.
+                let flip_at = (unit.node < self.options.honor_labels_flip).then(|| (ws + we) / 2);
+                let mut groups: BTreeMap<(bool, Option<usize>), Vec<i64>> = BTreeMap::new();
                 let mut cursor = UnitCursor::default();
                 let slot = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
                 for ts in self.scrape_times(unit.node) {
@@ -154,7 +219,7 @@ impl<W: Write> OmWriter<'_, W> {
                     if unit.time_sliced && self.model.gpu_at(unit.gpu, ts).shares[slot] <= 0.0 {
                         continue;
                     }
-                    groups.entry(holder).or_default().push(ts);
+                    groups.entry((flip_at.is_some_and(|t| ts >= t), holder)).or_default().push(ts);
                 }
                 let node = &sim.cluster.nodes[unit.node].name;
                 let mut base = String::new();
@@ -172,12 +237,17 @@ impl<W: Write> OmWriter<'_, W> {
                     write!(base, ",GPU_I_PROFILE=\"{p}\",GPU_I_ID=\"{id}\"").expect("string write");
                 }
                 write!(base, ",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"{DRIVER}\"").expect("string write");
-                for (holder, ks) in groups {
+                for ((renamed, holder), ks) in groups {
                     let mut labels = base.clone();
+                    let prefix = if renamed { "exported_" } else { "" };
                     if let Some(id) = holder {
                         let pod = &sim.schedule.pods[id];
                         let ns = &sim.namespaces[pod.ns];
-                        write!(labels, ",container=\"{}\",namespace=\"{}\",pod=\"{}\"", ns.container, esc(ns.name), esc(&pod.name)).expect("string write");
+                        write!(labels, ",{prefix}container=\"{}\",{prefix}namespace=\"{}\",{prefix}pod=\"{}\"", ns.container, esc(ns.name), esc(&pod.name)).expect("string write");
+                    }
+                    if renamed {
+                        // The scrape target's own labels, as Prometheus adds them without honorLabels.
+                        write!(labels, ",container=\"nvidia-dcgm-exporter\",namespace=\"gpu-operator\",pod=\"nvidia-dcgm-exporter-{:05x}\"", unit.node * 7919 + 4099).expect("string write");
                     }
                     if fam == Dcgm::Xid {
                         write!(labels, ",err_code=\"0\",err_msg=\"No Error\"").expect("string write");
@@ -210,8 +280,9 @@ impl<W: Write> OmWriter<'_, W> {
     fn scrape_times(&self, node: usize) -> Vec<i64> {
         let (ws, we) = self.sim.params.window_ms();
         let step = self.model.step_ms;
+        let down = |t: i64| self.options.outages.iter().any(|o| o.node == node && t >= o.start && t < o.end);
         let Some(interval) = self.options.scrape_interval_ms else {
-            return (0..(we - ws) / step).map(|k| ws + k * step).collect();
+            return (0..(we - ws) / step).map(|k| ws + k * step).filter(|&t| !down(t)).collect();
         };
         let mut rng = super::rng::Rng::new(self.sim.params.seed ^ (0x5C4A_9E00 + node as u64));
         // The first scrape lands inside the first step (the data starts at the window).
@@ -225,7 +296,7 @@ impl<W: Write> OmWriter<'_, W> {
             } else {
                 let j = self.options.scrape_jitter_ms;
                 let at = (t + if j > 0 { rng.int(-j, j) } else { 0 }).clamp(ws, we - 1);
-                if out.last().is_none_or(|&l| at > l) {
+                if !down(at) && out.last().is_none_or(|&l| at > l) {
                     out.push(at);
                 }
             }
