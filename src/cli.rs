@@ -188,6 +188,10 @@ pub struct CollectArgs {
     /// Prometheus base URL; overrides `prometheus.url`.
     #[arg(long)]
     pub url: Option<String>,
+    /// Replace the lake's rows of the window even where Prometheus returns less than the lake
+    /// holds (fewer GPU rows, a metric gone); without it such a re-collect fails and keeps the lake.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 #[derive(Debug, Args)]

@@ -140,7 +140,7 @@ pub async fn run(
         let cfg = &config.prometheus;
         let (from, to) = crate::collect::resolve_window(lake, cfg, None, None, Utc::now())?;
         tracing::info!("collecting {} to {} from {}", crate::collect::prometheus::fmt_ms(from), crate::collect::prometheus::fmt_ms(to), crate::collect::prometheus::redact(&cfg.url));
-        Some(crate::collect::collect(lake, cfg, from, to, progress).await.context("collect")?)
+        Some(crate::collect::collect(lake, cfg, from, to, progress, false).await.context("collect")?)
     } else {
         None
     };

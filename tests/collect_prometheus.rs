@@ -385,6 +385,26 @@ fn collect_from_a_real_prometheus() {
     common::run_ok(dir, &["--config", "a.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO]);
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "overlapping re-collect changed the lake");
 
+    // 2a. A re-collect that would replace history with less fails (1), names what would be lost
+    // and keeps the lake: a mistyped utilisation metric, a Prometheus that has nothing (its
+    // retention passed). With --replace it goes through; a plain re-collect then restores it.
+    write_config(dir, "typo.toml", &prom.url(), "lake-a", "\n[prometheus.metrics]\ngpu_util = \"DCGM_FI_DEV_GPU_UTILX\"");
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    let empty = Prom::start(&dir.join("empty/tsdb"), &dir.join("empty"));
+    write_config(dir, "empty.toml", &empty.url(), "lake-a", "");
+    for (cfg, lost) in [("typo.toml", "utilisation values"), ("empty.toml", "GPU rows")] {
+        let out = common::bin().current_dir(dir).args(["--config", cfg, "collect", "--from", FROM, "--to", TO]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cfg}: {err}");
+        assert!(err.contains(lost) && err.contains("2026-10-05: ") && err.contains("--replace"), "{cfg}: {err}");
+        assert!(lake_tree(&dir.join("lake-a")) == tree_a, "{cfg}: a refused re-collect changed the lake");
+    }
+    drop(empty);
+    common::run_ok(dir, &["--config", "typo.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO, "--replace"]);
+    assert_eq!(one("SELECT count(*) FROM gpu_samples WHERE util_pct IS NOT NULL AND mig_profile IS NULL AND ts >= TIMESTAMP '2026-10-05T12:00:00Z'"), 0, "replaced as asked");
+    common::run_ok(dir, &["--config", "a.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO]);
+    assert!(lake_tree(&dir.join("lake-a")) == tree_a, "collected again, the lake is as it was");
+
     // 2b. The same two collects into an S3 bucket (the moto server on loopback) put the same
     // bytes under the same keys, and the chargeback read back from the bucket is the same.
     #[cfg(feature = "s3")]

@@ -46,6 +46,10 @@ pub enum CollectError {
     Write(#[from] WriteError),
     #[error("merging {table} for {date}: {message}")]
     Merge { table: &'static str, date: NaiveDate, message: String },
+    #[error(
+        "re-collecting {window} would replace what the lake holds with less: {losses}. Prometheus returned less than the lake has (its retention passed? a metric renamed or mistyped in [prometheus.metrics]? a wrong tenant header?); the lake is unchanged. Run collect with --replace to replace it anyway"
+    )]
+    WouldLose { window: String, losses: String },
 }
 
 pub type Result<T, E = CollectError> = std::result::Result<T, E>;
@@ -101,8 +105,62 @@ pub fn resolve_window(
     Ok((from_ms.div_euclid(step) * step, to_ms.div_euclid(step) * step))
 }
 
-/// Runs one collection over `[from, to)`.
-pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, progress: ProgressMode) -> Result<CollectSummary> {
+/// Measured GPU rows of a day's part of the window, and how many carry each metric: what a
+/// re-collect must not shrink.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Held {
+    rows: u64,
+    util: u64,
+    memory: u64,
+    energy: u64,
+}
+
+impl Held {
+    fn add(&mut self, b: &RecordBatch, w0: i64, w1: i64) {
+        let ts = b.column_by_name("ts").expect("ts").as_primitive::<TimestampMillisecondType>();
+        let ns = arrow::compute::cast(b.column_by_name("namespace").expect("namespace"), &DataType::Utf8).expect("cast to utf8");
+        let ns = ns.as_string::<i32>();
+        let (util, mem, energy) = (b.column_by_name("util_pct").expect("util"), b.column_by_name("mem_used_mib").expect("mem"), b.column_by_name("energy_j").expect("energy"));
+        for i in 0..b.num_rows() {
+            let t = ts.value(i);
+            if t < w0 || t >= w1 || (ns.is_valid(i) && ns.value(i) == UNMEASURED) {
+                continue;
+            }
+            self.rows += 1;
+            self.util += u64::from(util.is_valid(i));
+            self.memory += u64::from(mem.is_valid(i));
+            self.energy += u64::from(energy.is_valid(i));
+        }
+    }
+
+    /// What `new` lacks of `self`, as words; None when nothing.
+    fn lost_in(&self, new: &Held) -> Option<String> {
+        let parts: Vec<String> = [("GPU rows", self.rows, new.rows), ("utilisation values", self.util, new.util), ("memory values", self.memory, new.memory), ("energy values", self.energy, new.energy)]
+            .iter()
+            .filter(|(_, old, new)| new < old)
+            .map(|(what, old, new)| format!("{what} {old} -> {new}"))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+/// The measured rows the lake holds for `date` within `[w0, w1)` (nothing where no file).
+fn held_in_lake(lake: &Lake, date: NaiveDate, w0: i64, w1: i64) -> Result<Held> {
+    let mut held = Held::default();
+    let columns = ["ts", "namespace", "util_pct", "mem_used_mib", "energy_j"];
+    let scan = crate::lake::scan::OrderedScan::start(lake, Table::GpuSamples, date, date, &columns)
+        .map_err(|e| CollectError::Merge { table: Table::GpuSamples.name(), date, message: e.to_string() })?;
+    for batch in scan {
+        let (_, b) = batch.map_err(|e| CollectError::Merge { table: Table::GpuSamples.name(), date, message: e.to_string() })?;
+        held.add(&b, w0, w1);
+    }
+    Ok(held)
+}
+
+/// Runs one collection over `[from, to)`. Where the lake already holds some of the window, the
+/// new rows replace it only if they are not less (fewer measured GPU rows, or fewer rows with a
+/// metric), unless `replace`: otherwise the run fails before writing anything.
+pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, progress: ProgressMode, replace: bool) -> Result<CollectSummary> {
     let _lock = LakeLock::acquire(lake, "collect")?;
     let removed = lake.clean_orphans().map_err(|source| WriteError::Io { path: lake.root().to_path_buf(), source })?;
     if removed > 0 {
@@ -269,16 +327,37 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
 
     summary.assemble_secs = t_assemble.elapsed().as_secs_f64();
 
-    // 3. Publish day by day, merging with what the lake holds outside the window.
+    // 3. The GPU rows of each day, checked against what the lake holds of the window: a
+    // re-collect never replaces history with less unless told to.
     let t1 = std::time::Instant::now();
     let day0 = from.div_euclid(DAY_MS) * DAY_MS;
-    let mut unmeasured: BTreeMap<String, f64> = BTreeMap::new();
+    let mut days: Vec<(NaiveDate, i64, i64, i64, RecordBatch)> = Vec::new();
+    let mut losses = Vec::new();
     let mut d = day0;
     while d < to {
         let date = DateTime::from_timestamp_millis(d).expect("valid").date_naive();
         let (c0, c1) = (((d.max(from) - from) / step) as usize, ((((d + DAY_MS).min(to)) - from) / step) as usize);
         let (w0, w1) = (d.max(from), (d + DAY_MS).min(to));
         let gpu = grid.batch(c0, c1);
+        let mut new = Held::default();
+        new.add(&gpu, w0, w1);
+        let old = held_in_lake(lake, date, w0, w1)?;
+        if let Some(lost) = old.lost_in(&new) {
+            losses.push(format!("{date}: {lost}"));
+        }
+        days.push((date, d, w0, w1, gpu));
+        d += DAY_MS;
+    }
+    if !losses.is_empty() {
+        if !replace {
+            return Err(CollectError::WouldLose { window: format!("{} to {}", fmt_ms(from), fmt_ms(to)), losses: losses.join("; ") });
+        }
+        tracing::warn!("--replace: the lake's rows of {} to {} are replaced with less: {}", fmt_ms(from), fmt_ms(to), losses.join("; "));
+    }
+
+    // 4. Publish day by day, merging with what the lake holds outside the window.
+    let mut unmeasured: BTreeMap<String, f64> = BTreeMap::new();
+    for (date, d, w0, w1, gpu) in days {
         summary.gpu_rows += gpu.num_rows();
         for (node, gpu_s) in unmeasured_gpu_seconds(&gpu) {
             *unmeasured.entry(node).or_default() += gpu_s;
@@ -299,7 +378,6 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         let day_gaps: Vec<_> = gaps.iter().filter(|g| g.2 >= d && g.2 < d + DAY_MS).cloned().collect();
         let g = merge_window(lake, Table::Gaps, date, "gap_start", w0, w1, gaps_batch(&day_gaps))?;
         write_partition(lake, Table::Gaps, date, &g)?;
-        d += DAY_MS;
     }
     for (date, batch) in kube.pods_by_day() {
         let merged = merge_pods(lake, date, batch)?;
@@ -321,7 +399,7 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     }
     summary.unmeasured_gpu_s = unmeasured.values().fold(0.0, |a, b| a + b);
 
-    // 4. Only now advance the checkpoints.
+    // 5. Only now advance the checkpoints.
     let mut cps = Checkpoints::load(lake)?;
     let to_t = DateTime::from_timestamp_millis(to).expect("valid");
     for s in SOURCES {
