@@ -357,6 +357,14 @@ impl DcgmGrid {
             .collect();
         let mut note = PoolNote::default();
         let dcgm_nodes: std::collections::BTreeSet<&str> = self.units.keys().map(|k| k.node.as_str()).collect();
+        // A node named `gpu-1.ec2.internal` on one side and `gpu-1` on the other is one node:
+        // capacity is keyed by DCGM's name where the short names (first DNS label) agree.
+        let short = |n: &str| n.split('.').next().unwrap_or(n).to_string();
+        let by_short: BTreeMap<String, &str> = dcgm_nodes.iter().map(|n| (short(n), *n)).collect();
+        let gpu_capacity: BTreeMap<String, Vec<(u32, bool)>> = gpu_capacity
+            .into_iter()
+            .map(|(n, v)| if dcgm_nodes.contains(n.as_str()) { (n, v) } else { (by_short.get(&short(&n)).map_or(n, |d| d.to_string()), v) })
+            .collect();
         if !dcgm_nodes.is_empty() && !gpu_capacity.is_empty() && !gpu_capacity.keys().any(|n| dcgm_nodes.contains(n.as_str())) {
             note.names_disagree = true;
             return note;
@@ -888,15 +896,23 @@ mod pool_tests {
         assert_eq!(model.as_string::<i32>().iter().filter(|m| *m == Some(UNKNOWN_MODEL)).count(), 60);
     }
 
-    /// Capacity names nodes DCGM never does (another naming convention): not used at all.
+    /// Capacity names nodes DCGM never does (another naming convention): not used at all. A
+    /// fully qualified name on one side and the short one on the other are one node.
     #[test]
     fn capacity_under_other_node_names_is_ignored() {
         let gpu = labels("GPU-1", "n1", &[]);
         let mut cap = BTreeMap::new();
-        cap.insert("n1.cluster.local".to_string(), vec![(8, true); 60]);
-        let (b, note) = grid(1800, &[(Field::Util, gpu, (0..60).map(|k| (k * 30, 1.0)).collect())], cap);
+        cap.insert("node-1".to_string(), vec![(8, true); 60]);
+        let (b, note) = grid(1800, &[(Field::Util, gpu.clone(), (0..60).map(|k| (k * 30, 1.0)).collect())], cap);
         assert!(note.names_disagree);
         assert_eq!(gpu_steps(&rows(&b), UNMEASURED), 0.0);
+        let mut cap = BTreeMap::new();
+        cap.insert("n1.cluster.local".to_string(), vec![(2, true); 60]);
+        let (b, note) = grid(1800, &[(Field::Util, gpu, (0..30).map(|k| (k * 30, 1.0)).collect())], cap);
+        assert!(!note.names_disagree && note.without_dcgm.is_empty(), "{note:?}");
+        // n1's one known GPU after its last sample's step (steps 30-59), and the second GPU
+        // capacity names there, as unknown, for the whole window.
+        assert_eq!(gpu_steps(&rows(&b), UNMEASURED), 30.0 + 60.0);
     }
 
     /// One GPU of a node goes quiet for good while the other keeps reporting (removed, or
