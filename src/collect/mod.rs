@@ -328,10 +328,11 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     summary.assemble_secs = t_assemble.elapsed().as_secs_f64();
 
     // 3. The GPU rows of each day, checked against what the lake holds of the window: a
-    // re-collect never replaces history with less unless told to.
+    // re-collect never replaces history with less unless told to. (Each day's rows are built
+    // again to publish them: holding a long window's rows would double the run's memory.)
     let t1 = std::time::Instant::now();
     let day0 = from.div_euclid(DAY_MS) * DAY_MS;
-    let mut days: Vec<(NaiveDate, i64, i64, i64, RecordBatch)> = Vec::new();
+    let mut days: Vec<(NaiveDate, i64, usize, usize, i64, i64)> = Vec::new();
     let mut losses = Vec::new();
     let mut d = day0;
     while d < to {
@@ -345,7 +346,7 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         if let Some(lost) = old.lost_in(&new) {
             losses.push(format!("{date}: {lost}"));
         }
-        days.push((date, d, w0, w1, gpu));
+        days.push((date, d, c0, c1, w0, w1));
         d += DAY_MS;
     }
     if !losses.is_empty() {
@@ -357,7 +358,8 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
 
     // 4. Publish day by day, merging with what the lake holds outside the window.
     let mut unmeasured: BTreeMap<String, f64> = BTreeMap::new();
-    for (date, d, w0, w1, gpu) in days {
+    for (date, d, c0, c1, w0, w1) in days {
+        let gpu = grid.batch(c0, c1);
         summary.gpu_rows += gpu.num_rows();
         for (node, gpu_s) in unmeasured_gpu_seconds(&gpu) {
             *unmeasured.entry(node).or_default() += gpu_s;
