@@ -265,7 +265,10 @@ async fn check_gpu_nodes(client: &PromClient, cfg: &PrometheusConfig) -> Finding
         Ok(v) => v,
         Err(e) => return finding(Status::Warn, "gpu nodes", format!("listing kube_node_status_capacity's nodes: {e}")),
     };
-    let missing: Vec<&String> = capacity.iter().filter(|n| !dcgm.contains(*n)).collect();
+    // As the collector does: `gpu-1` and `gpu-1.ec2.internal` are one node.
+    let short = |n: &str| n.split('.').next().unwrap_or(n).to_string();
+    let dcgm_short: std::collections::BTreeSet<String> = dcgm.iter().map(|n| short(n)).collect();
+    let missing: Vec<&String> = capacity.iter().filter(|n| !dcgm.contains(*n) && !dcgm_short.contains(&short(n))).collect();
     if capacity.is_empty() {
         finding(Status::Warn, "gpu nodes", "kube_node_status_capacity reports no GPU resource: the pool is what DCGM reports")
     } else if missing.len() == capacity.len() && !dcgm.is_empty() {
