@@ -102,6 +102,16 @@ fn serve_history(dir: &Path) -> Prom {
     Prom::start(&tsdb, dir)
 }
 
+/// The simulator's day of 32 GPUs with `seed` and the exporter shape `shape` (simulate flags),
+/// served by a real Prometheus; its ledger.
+fn simulated_day(dir: &Path, seed: &str, shape: &[&str]) -> (Prom, Value) {
+    let base = ["simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", seed, "--start", "2026-10-05", "--openmetrics", "history.om"];
+    common::run_ok(dir, &[&base[..], shape].concat());
+    let prom = serve_history(dir);
+    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
+    (prom, ledger)
+}
+
 /// The lake's files and their bytes, without the lock.
 fn lake_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     if !dir.exists() {
@@ -151,15 +161,7 @@ fn scrape_intervals_that_are_not_the_step() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    common::run_ok(
-        dir,
-        &[
-            "simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", "11", "--start", "2026-10-05", "--openmetrics", "history.om",
-            "--scrape-interval", "57", "--scrape-jitter", "3", "--missed-scrapes", "2",
-        ],
-    );
-    let prom = serve_history(dir);
-    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
+    let (prom, ledger) = simulated_day(dir, "11", &["--scrape-interval", "57", "--scrape-jitter", "3", "--missed-scrapes", "2"]);
     for step in [30, 60] {
         let cfg = format!("s{step}.toml");
         write_config_step(dir, &cfg, &prom.url(), &format!("lake-{step}"), step, "");
@@ -191,18 +193,10 @@ fn replicas_relabelling_and_exporter_outages() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    common::run_ok(
-        dir,
-        &[
-            "simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", "23", "--start", "2026-10-05", "--openmetrics", "history.om",
-            "--scrape-interval", "57", "--scrape-jitter", "3", "--prometheus-replicas", "2", "--honor-labels-flip", "2", "--exporter-outages", "3",
-            "--outage-minutes", "20",
-        ],
-    );
+    let shape = ["--scrape-interval", "57", "--scrape-jitter", "3", "--prometheus-replicas", "2", "--honor-labels-flip", "2", "--exporter-outages", "3", "--outage-minutes", "20"];
+    let (prom, ledger) = simulated_day(dir, "23", &shape);
     let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
     assert!(om.contains("prometheus_replica=\"prometheus-k8s-1\"") && om.contains("exported_pod=\""), "the shapes are in the history");
-    let prom = serve_history(dir);
-    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
     let outages = ledger["exporter_outages"].as_array().expect("the ledger lists the outages");
     assert_eq!(outages.len(), 3);
     write_config(dir, "r.toml", &prom.url(), "lake", "");

@@ -514,7 +514,8 @@ impl DcgmGrid {
     }
 
     /// One row per holder of `cell` (one without a holder when none), `share` split evenly;
-    /// `unmeasured`: one row of namespace [`UNMEASURED`], energy from the counters alone.
+    /// `unmeasured`: one row of namespace [`UNMEASURED`] (callers pass a cell without values and
+    /// no parent, so its energy comes from the counters alone).
     #[allow(clippy::too_many_arguments)]
     fn push_rows(
         &self,
@@ -545,32 +546,8 @@ impl DcgmGrid {
             _ => None,
         };
         let holders: Vec<Option<&(String, String, Option<String>)>> =
-            if cell.holders.is_empty() { vec![None] } else { cell.holders.iter().map(Some).collect() };
+            if cell.holders.is_empty() || unmeasured { vec![None] } else { cell.holders.iter().map(Some).collect() };
         let row_share = share / holders.len() as f64;
-        if unmeasured {
-            rows.push(&GpuSampleRow {
-                ts: self.from + c as i64 * self.step,
-                step_s,
-                node: &key.node,
-                gpu_uuid: &key.uuid,
-                gpu_index: info.gpu_index,
-                gpu_model: &info.model,
-                mig_profile: profile,
-                gpu_instance_id: key.gi,
-                namespace: Some(UNMEASURED),
-                pod: None,
-                container: None,
-                share,
-                util_pct: None,
-                mem_used_mib: None,
-                mem_total_mib: None,
-                power_w: None,
-                energy_j: gpu_energy_j.map(|e| e * share),
-                temp_c: None,
-                xid: None,
-            });
-            return;
-        }
         for h in holders {
             rows.push(&GpuSampleRow {
                 ts: self.from + c as i64 * self.step,
@@ -581,7 +558,7 @@ impl DcgmGrid {
                 gpu_model: &info.model,
                 mig_profile: profile,
                 gpu_instance_id: key.gi,
-                namespace: h.map(|h| h.0.as_str()),
+                namespace: if unmeasured { Some(UNMEASURED) } else { h.map(|h| h.0.as_str()) },
                 pod: h.map(|h| h.1.as_str()),
                 container: h.and_then(|h| h.2.as_deref()),
                 share: row_share,
