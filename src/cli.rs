@@ -143,6 +143,11 @@ pub struct SimulateArgs {
     /// Drive the workload from a real trace (the Alibaba GPU v2025 DLRM folder or file).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Replay real GPU utilisation as the pods' own: the Alibaba GenAI duty-cycle trace
+    /// (`pod_gpu_duty_cycle_anon.csv.gz`, or its folder); each held GPU plays one container's
+    /// series from a phase drawn from the seed.
+    #[arg(long)]
+    pub util_trace: Option<PathBuf>,
     /// Share the last node's last GPU by time-slicing, as N replicas (2-4) of nvidia.com/gpu.shared.
     #[arg(long, default_value_t = 0)]
     pub time_sliced: u32,

@@ -151,13 +151,24 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         time_sliced: args.time_sliced,
     };
     let t0 = Instant::now();
-    let sim = match &args.trace {
+    let mut sim = match &args.trace {
         Some(path) => {
             params.validate()?;
             trace::simulate_trace(path, params.clone())?
         }
         None => Simulation::run(params.clone())?,
     };
+    if let Some(path) = &args.util_trace {
+        let t = crate::simulate::util_trace::UtilTrace::read(path)?;
+        tracing::info!(
+            "utilisation from {}: {} series, {} samples ({:.0}% at 0%)",
+            path.display(),
+            t.series_count(),
+            t.samples,
+            100.0 * t.zero_samples as f64 / t.samples.max(1) as f64
+        );
+        sim.util_trace = Some(std::sync::Arc::new(t));
+    }
     tracing::info!(
         "simulated {} pods on {} GPUs ({} nodes) over {} days in {:.1}s",
         sim.schedule.pods.len(),
@@ -253,6 +264,7 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         openmetrics: None,
         time_sliced: 0,
         trace: None,
+        util_trace: None,
         mig_device_fields: Default::default(),
         scrape_interval: None,
         scrape_jitter: 0.0,

@@ -289,7 +289,9 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     for (f, labels, samples) in &joined {
         filled += grid.fill(*f, labels, samples, cfg, typical.get(f).copied().unwrap_or(step));
     }
-    grid.fill_counters(joined.iter().filter(|(f, _, _)| *f == Field::Energy).map(|(_, l, s)| (*l, s.as_slice())), cfg);
+    let series_of = |field: Field| joined.iter().filter(move |(f, _, _)| *f == field).map(|(_, l, s)| (*l, s.as_slice()));
+    grid.align_counters(series_of(Field::Energy), series_of(Field::Power), cfg);
+    grid.fill_counters(series_of(Field::Energy), cfg);
     log_conventions(&joined, cfg);
     if let Some(util) = typical.get(&Field::Util).or_else(|| typical.get(&Field::EngineActive)) {
         tracing::info!(

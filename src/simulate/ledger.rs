@@ -13,12 +13,23 @@ use super::workload::NamespaceSpec;
 
 pub const UNALLOCATED: &str = "__unallocated__";
 
+/// The idle rule the ledger's `idle_gpu_seconds` follow: the idle report's defaults
+/// (`idle.util_threshold_pct`, `idle.min_minutes`).
+pub const IDLE_UTIL_PCT: f64 = 5.0;
+pub const IDLE_MIN_S: f64 = 1800.0;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct NamespaceLedger {
     pub gpu_seconds: f64,
     pub gpu_hours: f64,
     pub energy_j: f64,
     pub energy_kwh: f64,
+    /// Utilisation x GPU time held (GPU-seconds at 100%): `avg_util_pct` = this / gpu_seconds.
+    pub util_gpu_seconds: f64,
+    pub avg_util_pct: f64,
+    /// Allocated but idle: GPU time held in runs under `IDLE_UTIL_PCT` of at least `IDLE_MIN_S`.
+    pub idle_gpu_seconds: f64,
+    pub idle_gpu_hours: f64,
     pub pods_created: u64,
     pub pods_started: u64,
     pub preempted: u64,
@@ -77,13 +88,51 @@ pub fn compute(
         entry.gpu_seconds += secs;
         held_seconds += secs;
         let mut k = ws + (piece.start - ws).div_euclid(step) * step;
-        let mut energy = 0.0;
+        let slot = cluster.gpus[unit.gpu].units.iter().position(|&x| x == piece.unit).expect("unit of its gpu");
+        let (mut energy, mut util) = (0.0, 0.0);
         while k < piece.end {
-            energy += model.gpu_at(unit.gpu, k).energy_between(piece.start.max(k), piece.end.min(k + step)) * piece.share;
+            let g = model.gpu_at(unit.gpu, k);
+            let (a, b) = (piece.start.max(k), piece.end.min(k + step));
+            energy += g.energy_between(a, b) * piece.share;
+            util += (b - a) as f64 / 1000.0 * piece.share * g.units[slot].util_pct / 100.0;
             k += step;
         }
         entry.energy_j += energy;
+        entry.util_gpu_seconds += util;
         held_energy += energy;
+    }
+
+    // Allocated but idle, by the idle report's rule on the step grid: per unit and pod, the
+    // runs of steps the pod held (any part of) with utilisation under the threshold, counted
+    // when their steps add up to the minimum; the GPU time is the exact part of those steps it
+    // held. (A run is measured in steps, as the report measures it from the lake's rows.)
+    for (u, unit) in cluster.units.iter().enumerate() {
+        let slot = cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
+        for occ in &schedule.occupancy[u] {
+            let ns = namespaces[schedule.pods[occ.pod].ns].name;
+            let entry = out.get_mut(ns).expect("known namespace");
+            let (mut run_steps, mut run_gpu_s) = (0i64, 0.0);
+            let (s, e) = (occ.start.max(ws), occ.end.min(we));
+            let mut k = ws + (s - ws).div_euclid(step) * step;
+            while k < e {
+                let g = model.gpu_at(unit.gpu, k);
+                // A step the pod started inside: it was loading (0%, the model's rule).
+                let util = if k < s { 0.0 } else { g.units[slot].util_pct };
+                if util < IDLE_UTIL_PCT {
+                    run_steps += 1;
+                    run_gpu_s += (e.min(k + step) - s.max(k)) as f64 / 1000.0 * g.shares[slot];
+                } else {
+                    if (run_steps * step) as f64 >= IDLE_MIN_S * 1000.0 {
+                        entry.idle_gpu_seconds += run_gpu_s;
+                    }
+                    (run_steps, run_gpu_s) = (0, 0.0);
+                }
+                k += step;
+            }
+            if (run_steps * step) as f64 >= IDLE_MIN_S * 1000.0 {
+                entry.idle_gpu_seconds += run_gpu_s;
+            }
+        }
     }
 
     // The whole pool's energy over the window.
@@ -135,6 +184,8 @@ pub fn compute(
     for entry in out.values_mut() {
         entry.gpu_hours = entry.gpu_seconds / 3600.0;
         entry.energy_kwh = entry.energy_j / 3.6e6;
+        entry.idle_gpu_hours = entry.idle_gpu_seconds / 3600.0;
+        entry.avg_util_pct = if entry.gpu_seconds > 0.0 { entry.util_gpu_seconds / entry.gpu_seconds * 100.0 } else { 0.0 };
     }
     let fmt = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).expect("valid").to_rfc3339();
     Ledger {

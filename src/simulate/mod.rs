@@ -11,6 +11,7 @@ pub mod rng;
 pub mod scheduler;
 pub mod signals;
 pub mod trace;
+pub mod util_trace;
 pub mod workload;
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
@@ -55,6 +56,8 @@ pub struct Simulation {
     pub cluster: Cluster,
     pub namespaces: Vec<NamespaceSpec>,
     pub schedule: Schedule,
+    /// Real utilisation replayed as the pods' own (`--util-trace`), instead of the model's.
+    pub util_trace: Option<std::sync::Arc<util_trace::UtilTrace>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,11 +104,17 @@ impl Simulation {
             seed: params.seed,
         };
         let schedule = scheduler::run(&cluster, &namespaces, &sched);
-        Ok(Simulation { params, cluster, namespaces, schedule })
+        Ok(Simulation { params, cluster, namespaces, schedule, util_trace: None })
     }
 
     pub fn signals(&self) -> SignalModel<'_> {
-        SignalModel { cluster: &self.cluster, schedule: &self.schedule, seed: self.params.seed, step_ms: self.params.step_s as i64 * 1000 }
+        SignalModel {
+            cluster: &self.cluster,
+            schedule: &self.schedule,
+            seed: self.params.seed,
+            step_ms: self.params.step_s as i64 * 1000,
+            util_trace: self.util_trace.as_deref(),
+        }
     }
 
     pub fn ledger(&self) -> Ledger {

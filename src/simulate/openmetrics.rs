@@ -16,7 +16,7 @@ use std::io::{self, Write};
 
 use super::scheduler::SimPod;
 use crate::collect::dcgm::Field as Dcgm;
-use super::signals::{SignalModel, UnitCursor};
+use super::signals::{GpuStep, SignalModel, UnitCursor};
 use super::Simulation;
 
 const DRIVER: &str = "550.54.15";
@@ -258,8 +258,8 @@ impl<W: Write> OmWriter<'_, W> {
                         let i = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
                         let us = g.units[i];
                         let value = match fam {
-                            Dcgm::Util => format!("{}", us.util_pct as i64),
-                            Dcgm::EngineActive => format!("{:.6}", us.util_pct / 100.0),
+                            Dcgm::Util => format!("{}", self.util_at(unit.gpu, i, &g, ts) as i64),
+                            Dcgm::EngineActive => format!("{:.6}", self.util_at(unit.gpu, i, &g, ts) / 100.0),
                             Dcgm::FbUsed => format!("{}", us.mem_used_mib as i64),
                             Dcgm::FbFree => format!("{}", (unit.fb_mib as f64 - us.mem_used_mib) as i64),
                             Dcgm::Power => format!("{:.6}", g.power_w),
@@ -273,6 +273,23 @@ impl<W: Write> OmWriter<'_, W> {
             }
         }
         Ok(())
+    }
+
+    /// Unit `slot` of GPU `gpu`'s utilisation at a scrape at `ts` (`g`: the GPU at `ts`), as
+    /// the model has it: a pod works from the first step it holds the unit at the step's start
+    /// and stops when it ends, so a pod that started inside the step is still loading (0%), and
+    /// after a pod ended the unit is idle; otherwise the step's value.
+    fn util_at(&self, gpu: usize, slot: usize, g: &GpuStep, ts: i64) -> f64 {
+        let start = ts.div_euclid(self.model.step_ms) * self.model.step_ms;
+        if start == ts {
+            return g.units[slot].util_pct;
+        }
+        let at_start = self.model.gpu_at(gpu, start);
+        if at_start.units[slot].pod == g.units[slot].pod {
+            at_start.units[slot].util_pct
+        } else {
+            0.0
+        }
     }
 
     /// When Prometheus scraped node `node`'s exporter: on every step, or every

@@ -71,6 +71,8 @@ pub struct SignalModel<'a> {
     pub schedule: &'a Schedule,
     pub seed: u64,
     pub step_ms: i64,
+    /// Real utilisation series the held units replay instead of the workload model.
+    pub util_trace: Option<&'a super::util_trace::UtilTrace>,
 }
 
 /// Finds the interval covering `ts` in a sorted, non-overlapping list.
@@ -168,15 +170,19 @@ impl<'a> SignalModel<'a> {
                 Some(id) => {
                     let pod = &self.schedule.pods[id];
                     let noise = hash_normal(self.seed, key, step_no, 1);
-                    let util = match pod.behavior {
-                        Behavior::Idle => {
+                    let util = match (self.util_trace, pod.behavior) {
+                        (Some(trace), _) => {
+                            let step_start = step_no as i64 * self.step_ms;
+                            trace.util(self.seed, id, u, step_start - pod.started.unwrap_or(step_start))
+                        }
+                        (None, Behavior::Idle) => {
                             if hash01(self.seed, key, step_no, 2) < 0.9 {
                                 0.0
                             } else {
                                 3.0 * hash01(self.seed, key, step_no, 3)
                             }
                         }
-                        Behavior::DataStarved if (step_no + id as u64) % 12 < 4 => 0.0,
+                        (None, Behavior::DataStarved) if (step_no + id as u64) % 12 < 4 => 0.0,
                         _ => pod.base_util + 6.0 * noise,
                     };
                     let util = util.clamp(0.0, 100.0);

@@ -202,7 +202,7 @@ pub fn simulate_trace(path: &Path, params: SimParams) -> Result<Simulation, Trac
     let zombies = vec![Vec::new(); cluster.units.len()];
     let quota_hard = vec![0; namespaces.len()];
     let schedule = Schedule { pods, occupancy, zombies, pending: Vec::new(), quotas: Vec::new(), quota_hard };
-    Ok(Simulation { params, cluster, namespaces, schedule })
+    Ok(Simulation { params, cluster, namespaces, schedule, util_trace: None })
 }
 
 fn a100_pool(gpus: usize, seed: u64) -> Cluster {
