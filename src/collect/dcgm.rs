@@ -948,6 +948,41 @@ mod lookback_tests {
         assert_eq!(pods(&b), want, "every step held, the last for the series' own interval");
     }
 
+    /// Scrapes every 15 s on a 60 s step: pod p1 at 0-30 s, the GPU free at 45-75 s, p2 from
+    /// 90 s. Each step is split half-way between the scrapes either side of a change, each
+    /// part with its own utilisation and power, the step's energy by power x time.
+    #[test]
+    fn several_scrapes_in_a_step_split_it_by_time() {
+        let b = grid(
+            120,
+            60,
+            &[
+                (Field::Util, Some("p1"), vec![(0, 80.0), (15, 80.0), (30, 80.0)]),
+                (Field::Util, None, vec![(45, 0.0), (60, 0.0), (75, 0.0)]),
+                (Field::Util, Some("p2"), vec![(90, 40.0), (105, 40.0)]),
+                (Field::Power, Some("p1"), vec![(0, 300.0), (15, 300.0), (30, 300.0)]),
+                (Field::Power, None, vec![(45, 60.0), (60, 60.0), (75, 60.0)]),
+                (Field::Power, Some("p2"), vec![(90, 200.0), (105, 200.0)]),
+            ],
+        );
+        let pod = arrow::compute::cast(b.column_by_name("pod").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+        let pod = pod.as_string::<i32>();
+        let ts = b.column_by_name("ts").unwrap().as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+        let col = |n: &str| b.column_by_name(n).unwrap().as_primitive::<arrow::datatypes::Float64Type>().clone();
+        let (share, energy) = (col("share"), col("energy_j"));
+        let util = b.column_by_name("util_pct").unwrap().as_primitive::<arrow::datatypes::Float32Type>().clone();
+        let mut rows: Vec<(i64, String, f64, f32, f64)> = (0..b.num_rows())
+            .map(|i| (ts.value(i) / 1000, if pod.is_valid(i) { pod.value(i).to_string() } else { "-".into() }, share.value(i), util.value(i), energy.value(i)))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let got: Vec<(i64, &str, f64, f32)> = rows.iter().map(|r| (r.0, r.1.as_str(), r.2, r.3)).collect();
+        // p1 to 37.5 s (half-way 30-45), free to 82.5 s (half-way 75-90), p2 after.
+        assert_eq!(got, vec![(0, "-", 0.375, 0.0), (0, "p1", 0.625, 80.0), (60, "-", 0.375, 0.0), (60, "p2", 0.625, 40.0)]);
+        // No energy counter: power x step, split by power x time.
+        let e0 = 300.0 * 37.5 + 60.0 * 22.5;
+        assert!((rows[1].4 - 300.0 * 60.0 * (300.0 * 37.5 / e0)).abs() < 1e-6, "{rows:?}");
+    }
+
     #[test]
     fn an_ended_series_does_not_linger_next_to_the_next_holder() {
         let b = grid(180, 30, &[(Field::Util, Some("p1"), vec![(0, 50.0), (60, 50.0)]), (Field::Util, Some("p2"), vec![(95, 70.0), (150, 70.0)])]);
