@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Collector throughput, two builds side by side on one Prometheus: the simulator's day of
-# BENCH_GPUS GPUs (57 s scrapes with 3 s jitter, as real clusters scrape) backfilled with
+# BENCH_GPUS GPUs (BENCH_SCRAPE s scrapes, default 57, with 3 s jitter, as real clusters scrape) backfilled with
 # promtool, then `collect` of the day by binary A and binary B, alternating, BENCH_REPEAT times
 # each; prints the samples per second each run logged and the wall time. Not part of the tests.
 #
@@ -15,7 +15,7 @@ REPEAT=${BENCH_REPEAT:-3}
 WORK=${BENCH_DIR:-/tmp/gpuledger-collect-ab}
 rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 "$B" -q simulate --out sim --gpus "$GPUS" --days 1 --step 30 --seed 3 --start 2026-10-05 --openmetrics history.om \
-  --scrape-interval 57 --scrape-jitter 3
+  --scrape-interval "${BENCH_SCRAPE:-57}" --scrape-jitter 3
 promtool tsdb create-blocks-from openmetrics history.om tsdb >/dev/null
 rm history.om
 printf 'global:\n  scrape_interval: 1m\nscrape_configs: []\n' > prometheus.yml

@@ -138,6 +138,8 @@ impl Cell {
             None => {
                 let mut values = [None; 8];
                 values[f] = v;
+                // One holder in nearly every step: no room for four (a Vec's first growth).
+                self.holders.reserve_exact(1);
                 self.holders.push(Held { holder: holder.clone(), first: t, last: t, values });
             }
         }
