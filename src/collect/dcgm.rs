@@ -330,8 +330,9 @@ impl DcgmGrid {
     /// (the median gap between its samples, else `fallback_interval_ms`). A step no sample of its unit falls in takes the holders and
     /// values of the samples standing over its start; a step with a sample of its own keeps its
     /// holders (an ended series never lingers next to the next holder) and only takes values it
-    /// lacks. Energy counters are interpolated between two samples of the series at most a
-    /// lookback apart; [`fill_counters`](Self::fill_counters) then spans the holes.
+    /// lacks. Energy counters are read at each step's start by
+    /// [`align_counters`](Self::align_counters); [`fill_counters`](Self::fill_counters) then
+    /// spans the holes.
     /// `samples` are one series' samples (its chunks joined), in time order. Returns the steps
     /// filled.
     pub fn fill(&mut self, field: Field, labels: &BTreeMap<String, String>, samples: &[(i64, f64)], cfg: &PrometheusConfig, fallback_interval_ms: i64) -> usize {
@@ -348,25 +349,6 @@ impl DcgmGrid {
         let (from, step, cells) = (self.from, self.step, self.cells as i64);
         let cell_of = |t: i64| (t - from).div_euclid(step);
         let mut filled = 0;
-        if field == Field::Energy {
-            // Between two samples of the series at most a lookback apart: the interpolation
-            // keeps a step's energy on the scrapes that name its holder.
-            if let Some(counters) = self.energy.get_mut(uuid) {
-                for w in samples.windows(2) {
-                    let ((t0, v0), (t1, v1)) = (w[0], w[1]);
-                    let (Some(v0), Some(v1)) = (sane(v0), sane(v1)) else { continue };
-                    if v1 < v0 || t1 - t0 > lookback || t1 <= t0 {
-                        continue; // a reset: the step is priced at power x time
-                    }
-                    for c in (cell_of(t0) + 1).max(0)..cell_of(t1).min(cells + 1) {
-                        let at = from + c * step;
-                        if counters[c as usize].is_none() {
-                            counters[c as usize] = Some(v0 + (v1 - v0) * (at - t0) as f64 / (t1 - t0) as f64);
-                        }
-                    }
-                }
-            }
-        }
         let key = UnitKey { node, uuid: uuid.clone(), gi };
         let Some((_, grid)) = self.units.get_mut(&key) else { return 0 };
         for (i, &(t, v)) in samples.iter().enumerate() {
@@ -930,7 +912,9 @@ mod lookback_tests {
         for (f, s) in &series {
             g.fill(*f, &s.labels, &s.samples, &cfg, step_s as i64 * 1000);
         }
-        g.fill_counters(series.iter().filter(|(f, _)| *f == Field::Energy).map(|(_, s)| (&s.labels, s.samples.as_slice())), &cfg);
+        let of = |field: Field| series.iter().filter(move |(f, _)| *f == field).map(|(_, s)| (&s.labels, s.samples.as_slice()));
+        g.align_counters(of(Field::Energy), of(Field::Power), &cfg);
+        g.fill_counters(of(Field::Energy), &cfg);
         g.batch(0, (to_s / step_s as i64) as usize)
     }
 
@@ -1034,7 +1018,9 @@ mod pool_tests {
         for (f, s) in &series {
             g.fill(*f, &s.labels, &s.samples, &cfg, 30_000);
         }
-        g.fill_counters(series.iter().filter(|(f, _)| *f == Field::Energy).map(|(_, s)| (&s.labels, s.samples.as_slice())), &cfg);
+        let of = |field: Field| series.iter().filter(move |(f, _)| *f == field).map(|(_, s)| (&s.labels, s.samples.as_slice()));
+        g.align_counters(of(Field::Energy), of(Field::Power), &cfg);
+        g.fill_counters(of(Field::Energy), &cfg);
         let note = g.set_pool(capacity);
         (g.batch(0, (to_s / 30) as usize), note)
     }

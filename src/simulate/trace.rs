@@ -42,16 +42,21 @@ pub struct TraceInstance {
     pub deleted: Option<f64>,
 }
 
+/// A trace file's lines, gunzipped where its name ends in `.gz`.
+pub fn open_text(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
+    let file = std::fs::File::open(path)?;
+    Ok(if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(BufReader::new(flate2::read::GzDecoder::new(file)))
+    } else {
+        Box::new(BufReader::new(file))
+    })
+}
+
 /// Reads the GPU (HN) instances of the DLRM trace in `dir` (or the file itself).
 pub fn read_dlrm(path: &Path) -> Result<Vec<TraceInstance>, TraceError> {
     let file_path = if path.is_dir() { path.join(DLRM_FILE) } else { path.to_path_buf() };
     let io_err = |source| TraceError::Io { path: file_path.clone(), source };
-    let file = std::fs::File::open(&file_path).map_err(io_err)?;
-    let reader: Box<dyn BufRead> = if file_path.extension().is_some_and(|e| e == "gz") {
-        Box::new(BufReader::new(flate2::read::GzDecoder::new(file)))
-    } else {
-        Box::new(BufReader::new(file))
-    };
+    let reader = open_text(&file_path).map_err(io_err)?;
     let mut out = Vec::new();
     let mut header: Vec<String> = Vec::new();
     for (i, line) in reader.lines().enumerate() {

@@ -9,7 +9,7 @@
 //! wraps around at its end. The simulator's step grid is kept: a unit's utilisation is constant
 //! over a step, so the ledger, the lake writer and the OpenMetrics writer see the same values.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use super::rng::mix;
@@ -48,12 +48,7 @@ impl UtilTrace {
     pub fn read(path: &Path) -> Result<UtilTrace, UtilTraceError> {
         let file_path = if path.is_dir() { path.join(GENAI_DUTY_CYCLE_FILE) } else { path.to_path_buf() };
         let io_err = |source| UtilTraceError::Io { path: file_path.clone(), source };
-        let file = std::fs::File::open(&file_path).map_err(io_err)?;
-        let reader: Box<dyn BufRead> = if file_path.extension().is_some_and(|e| e == "gz") {
-            Box::new(BufReader::new(flate2::read::GzDecoder::new(file)))
-        } else {
-            Box::new(BufReader::new(file))
-        };
+        let reader = super::trace::open_text(&file_path).map_err(io_err)?;
         let parse_err = |line: usize, message: String| UtilTraceError::Parse { path: file_path.clone(), line, message };
         let mut by_container: std::collections::BTreeMap<String, Vec<(i64, f64)>> = Default::default();
         let mut cols = (usize::MAX, usize::MAX, usize::MAX);
