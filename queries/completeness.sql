@@ -3,11 +3,16 @@
 --   $3, $4  first and last `date` partition of the window (pruning)
 -- A day is complete when every GPU (or MIG instance) seen that day has a measured row at every
 -- step: rows of `__unmeasured__` (GPU time of the pool no sample covered, even within the
--- lookback) are expected but not present.
+-- lookback) are expected but not present. A step split between holders (a pod left and the
+-- next arrived inside it) has one row per part; it counts once, as one measured unit-step: rows
+-- of a whole GPU at share 1 are one step each, the rest (parts, MIG instances, time-sliced
+-- pods) count distinct (unit, step).
 SELECT
   s.date                                                                          AS date,
   COUNT(DISTINCT s.ts)                                                            AS steps,
-  SUM(CASE WHEN s.namespace IS NOT NULL AND s.namespace = '__unmeasured__' THEN 0 ELSE 1 END) AS gpu_rows,
+  SUM(CASE WHEN (s.namespace IS NULL OR s.namespace <> '__unmeasured__') AND s.share >= 1 THEN 1 ELSE 0 END)
+    + COUNT(DISTINCT CASE WHEN (s.namespace IS NULL OR s.namespace <> '__unmeasured__') AND s.share < 1
+                          THEN concat(CAST(s.gpu_uuid AS VARCHAR), '/', COALESCE(CAST(s.gpu_instance_id AS VARCHAR), '-'), '@', CAST(CAST(s.ts AS BIGINT) AS VARCHAR)) END) AS gpu_rows,
   COUNT(DISTINCT concat(CAST(s.gpu_uuid AS VARCHAR), '/', COALESCE(CAST(s.gpu_instance_id AS VARCHAR), '-'))) AS units,
   MIN(s.step_s)                                                                   AS step_s
 FROM gpu_samples s

@@ -208,6 +208,15 @@ fn real_utilisation_scraped_every_15_s() {
     let window = ["--from", FROM, "--to", TO, "--format", "json"];
     let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "chargeback"][..], &window].concat()))).unwrap();
     agrees_with_ledger(&report, &ledger);
+    // Four scrapes a step: steps a pod leaves or arrives in are split into parts, one row each,
+    // and still count once: every GPU measured at every step, no more.
+    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "completeness"][..], &window].concat()))).unwrap();
+    let (expected, present) = (c["dcgm"]["expected"].as_i64().unwrap(), c["dcgm"]["present"].as_i64().unwrap());
+    let q = common::stdout(&common::run_ok(dir, &["--config", "u.toml", "query", "SELECT count(*) AS n FROM gpu_samples WHERE namespace IS NULL OR namespace <> '__unmeasured__'", "--format", "csv"]));
+    let rows: i64 = common::parse_csv(&q).1[0][0].parse().unwrap();
+    assert!(rows > expected, "the day has split steps (more rows, {rows}, than unit-steps, {expected})");
+    assert_eq!(expected % 1440, 0, "every unit x 1,440 steps: {expected}");
+    assert_eq!(present, expected, "every unit measured at every step, split steps counted once ({rows} rows)");
     let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "idle"][..], &window].concat()))).unwrap();
     let by_ns = idle.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
     let rows = report["rows"].as_array().unwrap();
