@@ -1,5 +1,6 @@
--- Chargeback, step 2: the detail rows for the window [$1, $2), one per namespace, GPU model,
--- MIG profile and UTC day, from `chargeback_grain` (step 1, `queries/chargeback_grain.sql`)
+-- Chargeback, step 2: the detail rows for the window [$1, $2), one per cluster, namespace, GPU
+-- model, MIG profile and UTC day (node names are per cluster: every join on a node is on the
+-- cluster too), from `chargeback_grain` (step 1, `queries/chargeback_grain.sql`)
 -- and the pods table. The chargeback (per namespace, team or cost centre), the by-model
 -- report and the FOCUS export are all sums of these rows, so they agree to the unit.
 --   $1, $2  window start and end (TIMESTAMP, UTC), half-open; $4 the last `date` partition
@@ -22,31 +23,31 @@ WITH grain AS (
 ),
 -- Nodes with no pod on any DCGM row in the window, and their totals per day.
 unmapped AS (
-  SELECT n.node, MAX(n.gpu_model) AS gpu_model
+  SELECT n.cluster, n.node, MAX(n.gpu_model) AS gpu_model
   FROM grain n
-  GROUP BY n.node
+  GROUP BY n.cluster, n.node
   HAVING SUM(CASE WHEN n.namespace <> '__unallocated__' AND n.namespace <> '__unmeasured__' THEN 1 ELSE 0 END) = 0
 ),
 unmapped_day AS (
   SELECT
-    n.node, n.date,
+    n.cluster, n.node, n.date,
     SUM(n.gpu_us) AS gpu_us, SUM(n.energy_mj) AS energy_mj, SUM(n.util_gpu_us) AS util_gpu_us,
     SUM(n.gpu_cost_us) AS gpu_cost_us, SUM(n.power_cost_mj) AS power_cost_mj, SUM(n.carbon_mg) AS carbon_mg,
     SUM(n.unpriced_gpu_us) AS unpriced_gpu_us
   FROM grain n
-  JOIN unmapped u ON u.node = n.node
-  GROUP BY n.node, n.date
+  JOIN unmapped u ON u.cluster = n.cluster AND u.node = n.node
+  GROUP BY n.cluster, n.node, n.date
 ),
 -- Requested GPU time on unmapped nodes, cut at price changes.
 requested AS (
   SELECT
-    r.namespace, r.node, u.gpu_model, r.date,
+    r.cluster, r.namespace, r.node, u.gpu_model, r.date,
     CAST(r.gpu_request AS BIGINT) * 1000 * (
         CAST(least(r.run_to, COALESCE(g.effective_to, r.run_to)) AS BIGINT)
       - CAST(greatest(r.run_from, COALESCE(g.effective_from, r.run_from)) AS BIGINT)) AS gpu_us,
     g.price_per_hour
   FROM pod_run_days r
-  JOIN unmapped u ON u.node = r.node
+  JOIN unmapped u ON u.cluster = r.cluster AND u.node = r.node
   LEFT JOIN gpu_prices g
     ON g.model = u.gpu_model AND g.mig_profile IS NULL
    AND g.effective_from < r.run_to AND g.effective_to > r.run_from
@@ -54,18 +55,18 @@ requested AS (
 ),
 requested_day AS (
   SELECT
-    q.namespace, q.node, q.gpu_model, q.date,
+    q.cluster, q.namespace, q.node, q.gpu_model, q.date,
     SUM(q.gpu_us)                                                                       AS gpu_us,
     CAST(SUM(CAST(q.gpu_us AS DECIMAL(38, 0)) * COALESCE(q.price_per_hour, CAST(0 AS DECIMAL(18, 6)))) AS DECIMAL(38, 12)) AS gpu_cost_us,
     SUM(CASE WHEN q.price_per_hour IS NULL THEN q.gpu_us ELSE 0 END)                    AS unpriced_gpu_us
   FROM requested q
-  GROUP BY q.namespace, q.node, q.gpu_model, q.date
+  GROUP BY q.cluster, q.namespace, q.node, q.gpu_model, q.date
 ),
 -- Each namespace's part of its unmapped node's day: energy, power, carbon and utilisation by
 -- its share of the node's GPU time that day.
 fallback AS (
   SELECT
-    q.namespace, q.node, q.gpu_model, q.date,
+    q.cluster, q.namespace, q.node, q.gpu_model, q.date,
     q.gpu_us,
     CAST(CAST(u.energy_mj AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT)   AS energy_mj,
     CAST(CAST(u.util_gpu_us AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT) AS util_gpu_us,
@@ -74,13 +75,13 @@ fallback AS (
     CAST(CAST(u.carbon_mg AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12))     AS carbon_mg,
     q.unpriced_gpu_us
   FROM requested_day q
-  JOIN unmapped_day u ON u.node = q.node AND u.date = q.date
+  JOIN unmapped_day u ON u.cluster = q.cluster AND u.node = q.node AND u.date = q.date
   WHERE u.gpu_us > 0
 ),
 -- What the pods of an unmapped node did not take that day stays unallocated.
 fallback_rest AS (
   SELECT
-    u.node, u.date,
+    u.cluster, u.node, u.date,
     u.gpu_us - COALESCE(SUM(f.gpu_us), 0)                                          AS gpu_us,
     u.energy_mj - COALESCE(SUM(f.energy_mj), 0)                                    AS energy_mj,
     u.util_gpu_us - COALESCE(SUM(f.util_gpu_us), 0)                                AS util_gpu_us,
@@ -89,13 +90,13 @@ fallback_rest AS (
     u.carbon_mg - COALESCE(SUM(f.carbon_mg), CAST(0 AS DECIMAL(38, 12)))           AS carbon_mg,
     greatest(u.unpriced_gpu_us - COALESCE(SUM(f.unpriced_gpu_us), 0), 0)          AS unpriced_gpu_us
   FROM unmapped_day u
-  JOIN fallback f ON f.node = u.node AND f.date = u.date
-  GROUP BY u.node, u.date, u.gpu_us, u.energy_mj, u.util_gpu_us, u.gpu_cost_us, u.power_cost_mj, u.carbon_mg, u.unpriced_gpu_us
+  JOIN fallback f ON f.cluster = u.cluster AND f.node = u.node AND f.date = u.date
+  GROUP BY u.cluster, u.node, u.date, u.gpu_us, u.energy_mj, u.util_gpu_us, u.gpu_cost_us, u.power_cost_mj, u.carbon_mg, u.unpriced_gpu_us
 ),
 -- CPU core-microseconds and memory GiB-microseconds requested, cut at price changes.
 cpu AS (
   SELECT
-    r.namespace, r.date,
+    r.cluster, r.namespace, r.date,
     CAST(ROUND(r.cpu_request * 1000 * (
         CAST(least(r.run_to, c.effective_to) AS BIGINT) - CAST(greatest(r.run_from, c.effective_from) AS BIGINT))) AS BIGINT) AS core_us,
     c.price_per_core_hour
@@ -105,7 +106,7 @@ cpu AS (
 ),
 mem AS (
   SELECT
-    r.namespace, r.date,
+    r.cluster, r.namespace, r.date,
     CAST(ROUND(CAST(r.mem_request_bytes AS DOUBLE) / 1073741824.0 * 1000 * (
         CAST(least(r.run_to, m.effective_to) AS BIGINT) - CAST(greatest(r.run_from, m.effective_from) AS BIGINT))) AS BIGINT) AS gib_us,
     m.price_per_gib_hour
@@ -114,7 +115,8 @@ mem AS (
   WHERE r.mem_request_bytes > 0 AND r.run_to > r.run_from
 ),
 parts AS (
-  SELECT n.namespace AS namespace,
+  SELECT n.cluster AS cluster,
+         n.namespace AS namespace,
          n.gpu_model AS gpu_model,
          n.mig_profile AS mig_profile,
          n.date AS date,
@@ -135,15 +137,16 @@ parts AS (
   -- than NOT EXISTS: Ballista 55 never finishes that anti join when `fallback` is empty, which
   -- it usually is.)
   JOIN (
-    SELECT m.node, m.date
-    FROM (SELECT g.node, g.date, 0 AS in_fallback FROM grain g
+    SELECT m.cluster, m.node, m.date
+    FROM (SELECT g.cluster, g.node, g.date, 0 AS in_fallback FROM grain g
           UNION ALL
-          SELECT f.node, f.date, 1 AS in_fallback FROM fallback f) m
-    GROUP BY m.node, m.date
+          SELECT f.cluster, f.node, f.date, 1 AS in_fallback FROM fallback f) m
+    GROUP BY m.cluster, m.node, m.date
     HAVING MAX(m.in_fallback) = 0
-  ) kept ON kept.node = n.node AND kept.date = n.date
+  ) kept ON kept.cluster = n.cluster AND kept.node = n.node AND kept.date = n.date
   UNION ALL
-  SELECT f.namespace AS namespace,
+  SELECT f.cluster AS cluster,
+         f.namespace AS namespace,
          f.gpu_model AS gpu_model,
          CAST(NULL AS VARCHAR) AS mig_profile,
          f.date AS date,
@@ -161,7 +164,8 @@ parts AS (
          CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
   FROM fallback f
   UNION ALL
-  SELECT '__unallocated__' AS namespace,
+  SELECT r.cluster AS cluster,
+         '__unallocated__' AS namespace,
          u.gpu_model AS gpu_model,
          CAST(NULL AS VARCHAR) AS mig_profile,
          r.date AS date,
@@ -178,9 +182,10 @@ parts AS (
          CAST(0 AS BIGINT) AS gib_us,
          CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
   FROM fallback_rest r
-  JOIN unmapped u ON u.node = r.node
+  JOIN unmapped u ON u.cluster = r.cluster AND u.node = r.node
   UNION ALL
-  SELECT c.namespace AS namespace,
+  SELECT c.cluster AS cluster,
+         c.namespace AS namespace,
          CAST(NULL AS VARCHAR) AS gpu_model,
          CAST(NULL AS VARCHAR) AS mig_profile,
          c.date AS date,
@@ -198,7 +203,8 @@ parts AS (
          CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
   FROM cpu c
   UNION ALL
-  SELECT m.namespace AS namespace,
+  SELECT m.cluster AS cluster,
+         m.namespace AS namespace,
          CAST(NULL AS VARCHAR) AS gpu_model,
          CAST(NULL AS VARCHAR) AS mig_profile,
          m.date AS date,
@@ -217,6 +223,7 @@ parts AS (
   FROM mem m
 )
 SELECT
+  a.cluster,
   a.namespace,
   a.gpu_model,
   a.mig_profile,
@@ -234,5 +241,5 @@ SELECT
   SUM(a.gib_us)                AS gib_us,
   SUM(a.mem_cost_us)           AS mem_cost_us
 FROM parts a
-GROUP BY a.namespace, a.gpu_model, a.mig_profile, a.date
-ORDER BY a.namespace, a.gpu_model, a.mig_profile, a.date
+GROUP BY a.cluster, a.namespace, a.gpu_model, a.mig_profile, a.date
+ORDER BY a.cluster, a.namespace, a.gpu_model, a.mig_profile, a.date

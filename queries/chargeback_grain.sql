@@ -1,6 +1,6 @@
 -- Chargeback, step 1: the GPU rows of the window [$1, $2) (gpuledger's pass reads them for
--- this query: `gpu_buckets`, below), priced and summed per namespace, node, GPU model, MIG
--- profile and UTC day. `queries/chargeback.sql` reads the result as the table
+-- this query: `gpu_buckets`, below), priced and summed per cluster, namespace, node, GPU
+-- model, MIG profile and UTC day. `queries/chargeback.sql` reads the result as the table
 -- `chargeback_grain`.
 -- A GPU row stands for [ts, ts + step_s); `share` is 1 for a whole GPU, the slice fraction
 -- for a MIG instance, 1/n for n pods time-slicing a GPU. GPU time with no pod is
@@ -18,7 +18,7 @@
 -- energy x PUE x the `power_tariff` rate of the 15-minute bucket the sample starts in.
 WITH priced AS (
   SELECT
-    x.namespace, x.node, x.gpu_model, x.mig_profile, x.day,
+    x.cluster, x.namespace, x.node, x.gpu_model, x.mig_profile, x.day,
     x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT)                         AS gpu_us,
     x.energy_mj,
     x.util_gpu_us,
@@ -43,7 +43,7 @@ WITH priced AS (
 -- Grouped on the plain columns (the day as a DATE), named and formatted after: a few
 -- thousand rows to format instead of one per bucket.
 SELECT
-  COALESCE(c.namespace, '__unallocated__') AS namespace, c.node, c.gpu_model, c.mig_profile,
+  CAST(c.cluster AS VARCHAR) AS cluster, COALESCE(c.namespace, '__unallocated__') AS namespace, c.node, c.gpu_model, c.mig_profile,
   CAST(c.day AS VARCHAR)  AS date,
   SUM(c.gpu_us)           AS gpu_us,
   SUM(c.energy_mj)        AS energy_mj,
@@ -53,4 +53,4 @@ SELECT
   CAST(SUM(c.carbon_mg) AS DECIMAL(38, 12))     AS carbon_mg,
   SUM(c.unpriced_gpu_us)  AS unpriced_gpu_us
 FROM priced c
-GROUP BY c.namespace, c.node, c.gpu_model, c.mig_profile, c.day
+GROUP BY c.cluster, c.namespace, c.node, c.gpu_model, c.mig_profile, c.day

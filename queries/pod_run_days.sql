@@ -4,8 +4,10 @@
 -- request-based GPU fallback, CPU and memory).
 --   $1, $2  window start and end (TIMESTAMP, UTC), half-open; $4 the last `date` partition
 -- Pods are partitioned by creation day: every partition up to the window's last is read.
+-- A pod of a file from before the `cluster` column is in cluster `default`.
 WITH runs AS (
   SELECT
+    COALESCE(CAST(p.cluster AS VARCHAR), 'default')                 AS cluster,
     CAST(p.namespace AS VARCHAR)                                    AS namespace,
     CAST(p.node AS VARCHAR)                                         AS node,
     p.gpu_request,
@@ -21,7 +23,7 @@ WITH runs AS (
     AND COALESCE(p.finished, $2) > $1
 )
 SELECT
-  r.namespace, r.node, r.gpu_request, r.cpu_request, r.mem_request_bytes, d.date,
+  r.cluster, r.namespace, r.node, r.gpu_request, r.cpu_request, r.mem_request_bytes, d.date,
   greatest(r.run_from, d.day_start) AS run_from,
   least(r.run_to, d.day_end)        AS run_to
 FROM runs r

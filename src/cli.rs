@@ -26,6 +26,10 @@ pub struct Cli {
     /// DataFusion memory pool, e.g. 512M or 2G (0 = unbounded); overrides `engine.memory_limit`.
     #[arg(long, global = true)]
     pub memory_limit: Option<String>,
+    /// Reports and queries see only this cluster's rows (the lake's `cluster` column, from
+    /// `prometheus.cluster_label`; `default` where none is configured).
+    #[arg(long, global = true)]
+    pub cluster: Option<String>,
     /// Progress bar on a terminal, log lines otherwise.
     #[arg(long, global = true, value_enum, default_value_t = ProgressMode::Auto)]
     pub progress: ProgressMode,
@@ -180,6 +184,11 @@ pub struct SimulateArgs {
     /// labels half-way through the window (their series then carry exported_namespace/pod).
     #[arg(long, default_value_t = 0)]
     pub honor_labels_flip: usize,
+    /// The cluster this simulation is: every lake row's `cluster`, and with --openmetrics a
+    /// `cluster` label on every series (as Thanos or Mimir holding several clusters label them;
+    /// read with `prometheus.cluster_label = "cluster"`). Default: `default`, no label.
+    #[arg(long)]
+    pub cluster: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -223,7 +232,7 @@ pub struct ReportArgs {
     /// Write to this file instead of stdout.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Key the chargeback and FOCUS rows by namespace, team or cost centre.
+    /// Key the chargeback and FOCUS rows by namespace (and cluster), team, cost centre or cluster.
     #[arg(long, value_enum, default_value = "namespace")]
     pub by: crate::report::chargeback::ChargeBy,
 }

@@ -81,7 +81,7 @@ fn resolve(cli: &Cli) -> Result<Context_> {
     Ok(Context_ {
         lake,
         queries: Queries::new(queries_dir.as_deref()),
-        session: SessionBuilder::from_config(&config).engine(engine),
+        session: SessionBuilder::from_config(&config).engine(engine).cluster(cli.cluster.clone()),
         progress: cli.progress,
         config_origin,
         config,
@@ -191,6 +191,7 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         schedule: &sim.schedule,
         model: &model,
         window: params.window_ms(),
+        cluster_name: args.cluster.as_deref().unwrap_or(crate::lake::schema::DEFAULT_CLUSTER),
     };
     let t1 = Instant::now();
     let progress = Progress::new(ctx.progress, "lake days", args.days as u64);
@@ -237,6 +238,7 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
             outages,
             replicas: args.prometheus_replicas,
             honor_labels_flip: args.honor_labels_flip,
+            cluster: args.cluster.clone(),
         };
         let samples = openmetrics::write_with(&sim, options, &mut out).with_context(|| format!("writing {}", tmp.display()))?;
         out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).with_context(|| format!("flushing {}", tmp.display()))?;
@@ -273,6 +275,7 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         outage_minutes: 20,
         prometheus_replicas: 1,
         honor_labels_flip: 0,
+        cluster: None,
     };
     simulate(ctx, &sim_args)?;
     // Teams and cost centres come from the simulated namespaces' labels in the lake (the

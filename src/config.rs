@@ -227,6 +227,12 @@ pub struct PrometheusConfig {
     /// Labels that tell the replicas of an HA pair apart (Thanos Query without deduplication, a
     /// Mimir tenant fed by two Prometheis): series that differ only in these are one series.
     pub replica_labels: Vec<String>,
+    /// The label that names the cluster of a series where one Prometheus, Thanos or Mimir holds
+    /// several (an external label such as `cluster`): rows are kept per cluster (the lake's
+    /// `cluster` column), so node and namespace names repeating across clusters stay apart.
+    pub cluster_label: Option<String>,
+    /// The cluster of every row where `cluster_label` is unset, and of series that lack it.
+    pub cluster_name: String,
     /// `collect` without `--to` stops at now minus this much (data still arriving).
     pub lag_secs: u64,
     /// First `collect` without a checkpoint starts this many days back (UTC midnight).
@@ -476,6 +482,8 @@ impl Default for PrometheusConfig {
             step_secs: 30,
             lookback_secs: 300,
             replica_labels: ["prometheus_replica", "replica", "__replica__"].map(String::from).to_vec(),
+            cluster_label: None,
+            cluster_name: crate::lake::schema::DEFAULT_CLUSTER.to_string(),
             lag_secs: 300,
             initial_days: 7,
             chunk_secs: 6 * 3600,
@@ -609,6 +617,12 @@ impl Config {
         let pr = &self.prometheus;
         if pr.chunk_secs < pr.step_secs as u64 || pr.chunk_secs % pr.step_secs as u64 != 0 || pr.chunk_secs > 86_400 {
             return Err(invalid("prometheus.chunk_secs", format!("must be a multiple of step_secs, at most 86400, got {}", pr.chunk_secs)));
+        }
+        if pr.cluster_name.is_empty() {
+            return Err(invalid("prometheus.cluster_name", "must not be empty".to_string()));
+        }
+        if pr.cluster_label.as_deref().is_some_and(|l| l.is_empty() || !l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) {
+            return Err(invalid("prometheus.cluster_label", format!("must be a Prometheus label name, got {:?}", pr.cluster_label.as_deref().unwrap_or(""))));
         }
         if pr.lookback_secs == 0 || pr.lookback_secs > 3600 {
             return Err(invalid("prometheus.lookback_secs", format!("must be 1..=3600, got {}", pr.lookback_secs)));

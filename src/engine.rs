@@ -61,6 +61,17 @@ pub struct SessionBuilder {
     target_partitions: usize,
     engine: Engine,
     query_timeout: Option<Duration>,
+    cluster: Option<String>,
+}
+
+/// The one cluster a session's lake tables show (`--cluster`), carried in its config.
+#[derive(Debug, Clone)]
+struct ClusterFilter(String);
+
+/// The cluster a session is limited to (`report --cluster`), for the passes that read the
+/// lake's files themselves.
+pub fn session_cluster(ctx: &SessionContext) -> Option<String> {
+    ctx.state().config().get_extension::<ClusterFilter>().map(|c| c.0.clone())
 }
 
 /// How long a session's queries may take, and where they run (for the message when one does not
@@ -78,6 +89,7 @@ impl Default for SessionBuilder {
             target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             engine: Engine::Local,
             query_timeout: Some(Duration::from_secs(3600)),
+            cluster: None,
         }
     }
 }
@@ -101,6 +113,13 @@ impl SessionBuilder {
         self
     }
 
+    /// Only this cluster's rows in every lake table (`--cluster`): each table becomes a view of
+    /// its rows whose `cluster` is `name` (a row from before the column is in `default`).
+    pub fn cluster(mut self, name: Option<String>) -> Self {
+        self.cluster = name;
+        self
+    }
+
     pub fn target_partitions(mut self, n: usize) -> Self {
         self.target_partitions = n.max(1);
         self
@@ -113,6 +132,9 @@ impl SessionBuilder {
         let ctx = crate::distributed::connect(ctx, &self.engine).await.map_err(EngineError::Setup)?;
         for table in Table::ALL {
             register_lake_table(&ctx, lake, table).await?;
+            if let Some(cluster) = &self.cluster {
+                limit_to_cluster(&ctx, table, cluster).await?;
+            }
         }
         register_price_tables(&ctx, lake, config)?;
         register_views(&ctx).await?;
@@ -135,6 +157,9 @@ impl SessionBuilder {
             .set_bool("datafusion.execution.parquet.pushdown_filters", false);
         if let Some(timeout) = self.query_timeout {
             config = config.with_extension(Arc::new(QueryLimit { timeout, engine: self.engine.clone() }));
+        }
+        if let Some(cluster) = &self.cluster {
+            config = config.with_extension(Arc::new(ClusterFilter(cluster.clone())));
         }
         if let Some(lake) = lake {
             config = config.with_extension(Arc::new(lake.clone()));
@@ -159,6 +184,22 @@ impl SessionBuilder {
 /// The lake a session was built on (for the passes that stream its files themselves).
 pub fn session_lake(ctx: &SessionContext) -> Option<Arc<Lake>> {
     ctx.state().config().get_extension::<Lake>()
+}
+
+/// Replaces `table` with a view of its rows of `cluster`; the whole table stays as
+/// `<table>_all_clusters`.
+async fn limit_to_cluster(ctx: &SessionContext, table: Table, cluster: &str) -> Result<()> {
+    let (name, all) = (table.name(), format!("{}_all_clusters", table.name()));
+    let reg_err = |source| EngineError::Register { table: name.into(), source };
+    let provider = ctx.deregister_table(name).map_err(reg_err)?.ok_or_else(|| setup(format!("{name} is not registered")))?;
+    ctx.register_table(all.as_str(), provider).map_err(reg_err)?;
+    let quoted = cluster.replace('\'', "''");
+    let sql = format!(
+        "CREATE VIEW {name} AS SELECT * FROM {all} WHERE COALESCE(CAST(cluster AS VARCHAR), '{}') = '{quoted}'",
+        crate::lake::schema::DEFAULT_CLUSTER
+    );
+    ctx.sql(&sql).await.map_err(|e| setup(format!("limiting {name} to cluster {cluster}: {e}")))?;
+    Ok(())
 }
 
 /// Registers `<lake>/<table>/` as a listing table with the explicit schema and a `date`

@@ -575,3 +575,97 @@ fn collect_from_a_real_prometheus() {
     assert!(last.starts_with("error: query ") && last.contains(" to 2026-10-"), "cause names the query and window: {last}");
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "a failed collect changed the lake");
 }
+
+/// Two clusters in one Prometheus (a Thanos or Mimir holding both, `cluster` as their external
+/// label), simulated with different seeds and sizes but the same node and namespace names:
+/// with `prometheus.cluster_label = "cluster"` each cluster's chargeback (`--cluster`) agrees
+/// with its own ledger, the rows of both add up to both pools exactly, a namespace name in both
+/// is two rows with its own figures, `--by cluster` has one row per cluster with its pool, the
+/// idle report of one cluster names only its pods, and FOCUS's `x_Cluster` comes from the data.
+#[test]
+fn two_clusters_in_one_prometheus() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let tsdb = dir.join("tsdb");
+    let mut ledgers = BTreeMap::new();
+    for (cluster, gpus, seed) in [("east", "16", "31"), ("west", "24", "32")] {
+        let om = format!("{cluster}.om");
+        let out = format!("sim-{cluster}");
+        common::run_ok(
+            dir,
+            &["simulate", "--out", &out, "--gpus", gpus, "--days", "1", "--step", "30", "--seed", seed, "--start", "2026-10-05", "--openmetrics", &om, "--cluster", cluster],
+        );
+        let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join(&om)).arg(&tsdb).output().unwrap();
+        assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+        let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(format!("sim-{cluster}/ledger.json"))).unwrap()).unwrap();
+        ledgers.insert(cluster, ledger);
+    }
+    let prom = Prom::start(&tsdb, dir);
+    write_config_step(dir, "c.toml", &prom.url(), "lake", 30, "cluster_label = \"cluster\"");
+    let out = common::run_ok(dir, &["--config", "c.toml", "collect", "--from", FROM, "--to", TO]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("2 clusters by label cluster: east, west"), "the clusters are logged: {log}");
+    let window = ["--from", FROM, "--to", TO, "--format", "json"];
+    let report = |extra: &[&str]| -> Value {
+        serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "c.toml", "report", "chargeback"][..], extra, &window].concat()))).unwrap()
+    };
+    // Each cluster on its own agrees with its ledger.
+    for (cluster, ledger) in &ledgers {
+        eprintln!("cluster {cluster}:");
+        let one = report(&["--cluster", cluster]);
+        agrees_with_ledger(&one, ledger);
+        assert!(one["rows"].as_array().unwrap().iter().all(|r| r["cluster"] == *cluster), "--cluster {cluster} shows only its rows");
+    }
+    // Both at once: the pools add up, and a namespace of both clusters is two rows.
+    let both = report(&[]);
+    let pool: f64 = ledgers.values().map(|l| l["cluster_gpu_seconds"].as_f64().unwrap()).sum();
+    assert_eq!(both["conservation"]["cluster_gpu_us"].as_f64().unwrap(), pool * 1e6, "both pools, every GPU-step once");
+    let rows = both["rows"].as_array().unwrap();
+    let hours: f64 = rows.iter().map(|r| r["gpu_hours"].as_f64().unwrap()).sum();
+    assert!((hours - pool / 3600.0).abs() < 0.01, "the rows add up to both pools: {hours} vs {}", pool / 3600.0);
+    let mut shared = 0;
+    for (ns, truth) in ledgers["east"]["namespaces"].as_object().unwrap() {
+        let west = ledgers["west"]["namespaces"][ns]["gpu_hours"].as_f64().unwrap_or(0.0);
+        let east = truth["gpu_hours"].as_f64().unwrap();
+        if east == 0.0 || west == 0.0 {
+            continue;
+        }
+        shared += 1;
+        for (cluster, want) in [("east", east), ("west", west)] {
+            let row = rows.iter().find(|r| r["namespace"] == ns.as_str() && r["cluster"] == cluster).unwrap_or_else(|| panic!("no row for {ns} in {cluster}"));
+            let got = row["gpu_hours"].as_f64().unwrap();
+            assert!((got - want).abs() <= want * 0.005 + 1e-3, "{ns} in {cluster}: {got} GPU-h vs ledger {want}");
+        }
+    }
+    assert!(shared >= 3, "namespaces running in both clusters: {shared}");
+    // One row per cluster, its pool.
+    let by = report(&["--by", "cluster"]);
+    let rows = by["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (cluster, ledger) in &ledgers {
+        let row = rows.iter().find(|r| r["cluster"] == *cluster).unwrap_or_else(|| panic!("no row for cluster {cluster}"));
+        let want = ledger["cluster_gpu_seconds"].as_f64().unwrap() / 3600.0;
+        assert!((row["gpu_hours"].as_f64().unwrap() - want).abs() < 0.001, "cluster {cluster}: {row} vs pool {want} GPU-h");
+    }
+    // The idle report of one cluster: only pods of its ledger.
+    let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "c.toml", "report", "idle", "--cluster", "east"][..], &window].concat()))).unwrap();
+    let idle_hours = |v: &Value| -> f64 {
+        let t = v.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
+        t["rows"].as_array().unwrap().iter().map(|r| r["idle_gpu_hours"].as_f64().unwrap()).sum()
+    };
+    let all: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "c.toml", "report", "idle"][..], &window].concat()))).unwrap();
+    let want = |c: &str| ledgers[c]["namespaces"].as_object().unwrap().values().map(|n| n["idle_gpu_hours"].as_f64().unwrap_or(0.0)).sum::<f64>();
+    let (east, both) = (idle_hours(&idle), idle_hours(&all));
+    eprintln!("idle GPU-h: east {east:.3} (ledger {:.3}), both {both:.3} (ledger {:.3})", want("east"), want("east") + want("west"));
+    assert!((east - want("east")).abs() <= want("east") * 0.01 + 1e-3, "east's idle GPU-h {east} vs its ledger {}", want("east"));
+    assert!((both - want("east") - want("west")).abs() <= (want("east") + want("west")) * 0.01 + 1e-3, "both clusters' idle GPU-h {both}");
+    // FOCUS names each line's cluster.
+    let focus = common::stdout(&common::run_ok(dir, &["--config", "c.toml", "report", "focus", "--from", FROM, "--to", TO, "--format", "csv"]));
+    let (header, lines) = common::parse_csv(&focus);
+    let at = header.iter().position(|h| h == "x_Cluster").expect("x_Cluster column");
+    let clusters: std::collections::BTreeSet<&str> = lines.iter().map(|l| l[at].as_str()).collect();
+    assert_eq!(clusters.into_iter().collect::<Vec<_>>(), ["east", "west"]);
+}

@@ -75,7 +75,7 @@ fn streaming_pass_equals_the_windowed_sql() {
     }
     assert!(compared > 200);
     // Pods on the time-sliced GPU (several at the same step) and on MIG instances are among them.
-    let scan = scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }).unwrap();
+    let scan = scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, None).unwrap();
     let (counted, sliced, mig) = rt.block_on(async {
         let ctx = SessionBuilder::default().build(&lake, &config).await.unwrap();
         let one = |sql: &'static str| {
@@ -114,11 +114,11 @@ fn a_file_out_of_time_order_is_refused_by_name() {
     w.write(&reversed).unwrap();
     w.close().unwrap();
     let window = Window::month("2026-10", Utc::now()).unwrap();
-    let err = scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }).err().expect("refused").to_string();
+    let err = scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, None).err().expect("refused").to_string();
     assert!(err.contains("gpu_samples-2026-10-01.parquet") && err.contains("not in time order"), "{err}");
     // Written through the lake's writer the same rows are sorted again and read.
     write_partition(&lake, Table::GpuSamples, day, &reversed).unwrap();
-    assert!(scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }).unwrap().rows > 0);
+    assert!(scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, None).unwrap().rows > 0);
 }
 
 /// `benches/sql/gpu_buckets.sql` over `window`: the rows as text, sorted.

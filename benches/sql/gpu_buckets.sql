@@ -1,10 +1,11 @@
--- The chargeback's step 1 in plain SQL: gpu_samples in [$1, $2) summed per namespace, node,
+-- The chargeback's step 1 in plain SQL: gpu_samples in [$1, $2) summed per cluster, namespace, node,
 -- GPU model, MIG profile, 15-minute bucket (and its UTC day), share and step. gpuledger computes this table in one
 -- pass over the day files (src/report/gpu_buckets.rs) and hands it to
 -- queries/chargeback_grain.sql as `gpu_buckets`; DuckDB runs this SQL in `benches/run.sh` to
 -- make the same table, and the tests check the pass against it row for row.
 --   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
 SELECT
+  COALESCE(CAST(s.cluster AS VARCHAR), 'default')                         AS cluster,
   s.namespace                                                             AS namespace,
   s.node                                                                  AS node,
   s.gpu_model                                                             AS gpu_model,
@@ -19,4 +20,4 @@ SELECT
 FROM gpu_samples s
 WHERE s.date >= $3 AND s.date <= $4
   AND s.ts >= $1 AND s.ts < $2
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9

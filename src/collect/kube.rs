@@ -429,7 +429,7 @@ impl KubeState {
             cc.append_option(c.as_deref());
         }
         let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(team.finish()), Arc::new(cc.finish())];
-        RecordBatch::try_new(Table::NamespaceLabels.schema(), columns).expect("columns match the namespace_labels schema")
+        crate::lake::rows::table_batch(Table::NamespaceLabels, columns)
     }
 
     /// Per node, per cell of the window: the whole GPUs (`nvidia.com/gpu`) kube-state-metrics
@@ -482,6 +482,6 @@ impl KubeState {
             v.append_value(*value);
         }
         let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(a.finish()), Arc::new(b.finish()), Arc::new(v.finish())];
-        RecordBatch::try_new(table.schema(), columns).expect("columns match the gauge table schema")
+        crate::lake::rows::table_batch(table, columns)
     }
 }

@@ -237,94 +237,20 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         );
     }
     results.sort_by_key(|(job, s, _, _)| (*s, job_order(job)));
-    let mut grid = DcgmGrid::new(from, to, cfg.step_secs);
-    let mut kube = KubeState::new(from, to, cfg.step_secs);
-    let mut gaps: Vec<(&'static str, String, i64, i64)> = Vec::new();
-    let mut util_chunks: BTreeMap<i64, usize> = BTreeMap::new();
-    for (job, s, e, series) in &results {
-        match job {
-            Job::Dcgm(f) => {
-                if matches!(f, Field::Util | Field::EngineActive) {
-                    *util_chunks.entry(*s).or_default() += series.len();
-                } else if matches!(f, Field::Power | Field::FbUsed) && series.is_empty() {
-                    gaps.push(("dcgm", f.metric(cfg).to_string(), *s, (*e).min(to)));
-                }
-                grid.add(*f, series, cfg);
-            }
-            Job::Kube(m) => {
-                if matches!(m, KubeMetric::Info | KubeMetric::Phase) && series.is_empty() {
-                    gaps.push(("kube", m.selector(cfg), *s, *e));
-                }
-                kube.add(*m, series, cfg);
-            }
-        }
+    let mut clusters = Vec::new();
+    for (name, part) in by_cluster(results, cfg) {
+        let c = assemble(&name, &part, cfg, from, to);
+        summary.pods += c.kube.pods_seen();
+        summary.gaps += c.gaps.len();
+        clusters.push(c);
     }
-    // Prometheus' lookback on the grid: each DCGM series, its chunks joined, stands over the
-    // steps its scrapes miss (a longer scrape interval than the step, a missed scrape).
-    let mut by_series: BTreeMap<(Field, &BTreeMap<String, String>), Vec<&[(i64, f64)]>> = BTreeMap::new();
-    for (job, _, _, series) in &results {
-        if let Job::Dcgm(f) = job {
-            for x in series {
-                by_series.entry((*f, &x.labels)).or_default().push(&x.samples);
-            }
-        }
-    }
-    // Each series' chunks joined once: its own scrape interval, then the fill.
-    let joined: Vec<(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)> =
-        by_series.into_iter().map(|((f, labels), parts)| (f, labels, parts.concat())).collect();
-    let mut intervals: BTreeMap<Field, Vec<i64>> = BTreeMap::new();
-    for (f, _, samples) in &joined {
-        if let Some(g) = dcgm::median_gap(samples) {
-            intervals.entry(*f).or_default().push(g);
-        }
-    }
-    let typical: BTreeMap<Field, i64> = intervals
-        .into_iter()
-        .map(|(f, mut gaps)| {
-            let mid = gaps.len() / 2;
-            (f, *gaps.select_nth_unstable(mid).1)
-        })
-        .collect();
-    let mut filled = 0usize;
-    for (f, labels, samples) in &joined {
-        filled += grid.fill(*f, labels, samples, cfg, typical.get(f).copied().unwrap_or(step));
-    }
-    let series_of = |field: Field| joined.iter().filter(move |(f, _, _)| *f == field).map(|(_, l, s)| (*l, s.as_slice()));
-    grid.align_counters(series_of(Field::Energy), series_of(Field::Power), cfg);
-    grid.fill_counters(series_of(Field::Energy), cfg);
-    log_conventions(&joined, cfg);
-    if let Some(util) = typical.get(&Field::Util).or_else(|| typical.get(&Field::EngineActive)) {
+    if clusters.len() > 1 {
         tracing::info!(
-            "DCGM scrape interval {:.0} s (median over series), lake step {} s; {filled} GPU-steps without a scrape of their own took the last sample within prometheus.lookback_secs = {}",
-            *util as f64 / 1000.0,
-            cfg.step_secs,
-            cfg.lookback_secs
+            "{} clusters by label {}: {} (prometheus.cluster_label); each read on its own, rows kept apart by the lake's cluster column",
+            clusters.len(),
+            cfg.cluster_label.as_deref().unwrap_or(""),
+            clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
         );
-    }
-    drop(joined);
-    let pool = grid.set_pool(kube.gpu_capacity(cfg.lookback_secs as i64 * 1000));
-    if pool.names_disagree {
-        tracing::warn!(
-            "kube_node_status_capacity's node names share none with DCGM's ({}): the pool is the GPUs DCGM reported, GPU time of nodes without a DCGM exporter is not counted",
-            cfg.labels.node.join(", ")
-        );
-    }
-    for (node, gpus) in &pool.without_dcgm {
-        tracing::warn!(
-            "node {node}: kube-state-metrics reports up to {gpus} GPUs (nvidia.com/gpu) but no DCGM series names it: is dcgm-exporter running there? Its GPU time is {UNMEASURED}, model {}",
-            crate::lake::schema::UNKNOWN_MODEL
-        );
-    }
-    for (s, n) in util_chunks {
-        if n == 0 {
-            gaps.push(("dcgm", format!("{}|{}", cfg.metrics.gpu_util, cfg.metrics.engine_active), s, (s + chunk).min(to)));
-        }
-    }
-    gaps.sort();
-    summary.pods = kube.pods_seen();
-    summary.gaps = gaps.len();
-    if grid.cells_seen() == 0 {
-        tracing::warn!("no DCGM samples at all in {} to {}: is the DCGM exporter scraped?", fmt_ms(from), fmt_ms(to));
     }
 
     summary.assemble_secs = t_assemble.elapsed().as_secs_f64();
@@ -341,7 +267,7 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         let date = DateTime::from_timestamp_millis(d).expect("valid").date_naive();
         let (c0, c1) = (((d.max(from) - from) / step) as usize, ((((d + DAY_MS).min(to)) - from) / step) as usize);
         let (w0, w1) = (d.max(from), (d + DAY_MS).min(to));
-        let gpu = grid.batch(c0, c1);
+        let gpu = gpu_batch(&clusters, c0, c1);
         let mut new = Held::default();
         new.add(&gpu, w0, w1);
         let old = held_in_lake(lake, date, w0, w1)?;
@@ -361,29 +287,40 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     // 4. Publish day by day, merging with what the lake holds outside the window.
     let mut unmeasured: BTreeMap<String, f64> = BTreeMap::new();
     for (date, d, c0, c1, w0, w1) in days {
-        let gpu = grid.batch(c0, c1);
+        let gpu = gpu_batch(&clusters, c0, c1);
         summary.gpu_rows += gpu.num_rows();
-        for (node, gpu_s) in unmeasured_gpu_seconds(&gpu) {
+        for (node, gpu_s) in unmeasured_gpu_seconds(&gpu, cfg.cluster_label.is_some()) {
             *unmeasured.entry(node).or_default() += gpu_s;
         }
         let gpu = merge_window(lake, Table::GpuSamples, date, "ts", w0, w1, gpu)?;
         write_partition(lake, Table::GpuSamples, date, &gpu)?;
         write_partition(lake, Table::Nodes, date, &nodes_of(&gpu))?;
-        let pending = merge_window(lake, Table::PendingSamples, date, "ts", w0, w1, kube.pending_batch(w0, w1))?;
+        let each = |table: Table, f: &dyn Fn(&ClusterRows) -> RecordBatch| per_cluster(table, &clusters, f);
+        let pending = merge_window(lake, Table::PendingSamples, date, "ts", w0, w1, each(Table::PendingSamples, &|c| c.kube.pending_batch(w0, w1)))?;
         write_partition(lake, Table::PendingSamples, date, &pending)?;
-        let quotas = merge_window(lake, Table::Quotas, date, "ts", w0, w1, kube.quotas_batch(w0, w1))?;
+        let quotas = merge_window(lake, Table::Quotas, date, "ts", w0, w1, each(Table::Quotas, &|c| c.kube.quotas_batch(w0, w1)))?;
         write_partition(lake, Table::Quotas, date, &quotas)?;
         for table in [Table::NodeCapacity, Table::KueuePending] {
-            let b = merge_window(lake, table, date, "ts", w0, w1, kube.gauge_batch(table, w0, w1))?;
+            let b = merge_window(lake, table, date, "ts", w0, w1, each(table, &|c| c.kube.gauge_batch(table, w0, w1)))?;
             write_partition(lake, table, date, &b)?;
         }
-        let b = merge_window(lake, Table::NamespaceLabels, date, "ts", w0, w1, kube.namespace_labels_batch(w0, w1))?;
+        let b = merge_window(lake, Table::NamespaceLabels, date, "ts", w0, w1, each(Table::NamespaceLabels, &|c| c.kube.namespace_labels_batch(w0, w1)))?;
         write_partition(lake, Table::NamespaceLabels, date, &b)?;
-        let day_gaps: Vec<_> = gaps.iter().filter(|g| g.2 >= d && g.2 < d + DAY_MS).cloned().collect();
-        let g = merge_window(lake, Table::Gaps, date, "gap_start", w0, w1, gaps_batch(&day_gaps))?;
+        let day_gaps = each(Table::Gaps, &|c| {
+            let day: Vec<_> = c.gaps.iter().filter(|g| g.2 >= d && g.2 < d + DAY_MS).cloned().collect();
+            gaps_batch(&day)
+        });
+        let g = merge_window(lake, Table::Gaps, date, "gap_start", w0, w1, day_gaps)?;
         write_partition(lake, Table::Gaps, date, &g)?;
     }
-    for (date, batch) in kube.pods_by_day() {
+    let mut pods: BTreeMap<NaiveDate, Vec<RecordBatch>> = BTreeMap::new();
+    for c in &clusters {
+        for (date, batch) in c.kube.pods_by_day() {
+            pods.entry(date).or_default().push(crate::lake::rows::with_cluster(batch, &c.name));
+        }
+    }
+    for (date, batches) in pods {
+        let batch = concat_batches(&Table::Pods.schema(), &batches).map_err(merge_err(Table::Pods, date))?;
         let merged = merge_pods(lake, date, batch)?;
         write_partition(lake, Table::Pods, date, &merged)?;
     }
@@ -415,10 +352,170 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     Ok(summary)
 }
 
+/// One cluster's assembled window: its GPU grid, kube-state-metrics and gaps.
+struct ClusterRows {
+    name: String,
+    grid: DcgmGrid,
+    kube: KubeState,
+    gaps: Vec<(&'static str, String, i64, i64)>,
+}
+
+type Fetched = (Job, i64, i64, Vec<Series>);
+
+/// The fetched series split by cluster (`prometheus.cluster_label`; `cluster_name` where unset
+/// or a series lacks it), every query of the run present in each cluster's part (an empty
+/// answer there is a gap of that cluster). Sorted by cluster name.
+fn by_cluster(results: Vec<Fetched>, cfg: &PrometheusConfig) -> BTreeMap<String, Vec<Fetched>> {
+    let Some(label) = cfg.cluster_label.as_deref() else {
+        return BTreeMap::from([(cfg.cluster_name.clone(), results)]);
+    };
+    let name_of = |s: &Series| s.labels.get(label).filter(|v| !v.is_empty()).cloned();
+    let mut names: std::collections::BTreeSet<String> = results.iter().flat_map(|r| r.3.iter().filter_map(name_of)).collect();
+    let unlabelled = results.iter().map(|r| r.3.iter().filter(|s| name_of(s).is_none()).count()).sum::<usize>();
+    if unlabelled > 0 {
+        tracing::warn!(
+            "{unlabelled} series carry no {label} label (prometheus.cluster_label): read as cluster {} (prometheus.cluster_name)",
+            cfg.cluster_name
+        );
+    }
+    if unlabelled > 0 || names.is_empty() {
+        names.insert(cfg.cluster_name.clone());
+    }
+    let mut out: BTreeMap<String, Vec<Fetched>> = names.iter().map(|n| (n.clone(), Vec::with_capacity(results.len()))).collect();
+    for (job, s, e, series) in results {
+        let mut split: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
+        for x in series {
+            let name = name_of(&x).unwrap_or_else(|| cfg.cluster_name.clone());
+            let key = names.get(name.as_str()).expect("every cluster name collected").as_str();
+            split.entry(key).or_default().push(x);
+        }
+        for (name, part) in out.iter_mut() {
+            part.push((job.clone(), s, e, split.remove(name.as_str()).unwrap_or_default()));
+        }
+    }
+    out
+}
+
+/// "cluster NAME: " where the run reads several clusters, else nothing (log prefixes).
+fn in_cluster(name: &str, cfg: &PrometheusConfig) -> String {
+    if cfg.cluster_label.is_some() { format!("cluster {name}: ") } else { String::new() }
+}
+
+/// Every cluster's GPU rows of cells `[c0, c1)`, each with its cluster.
+fn gpu_batch(clusters: &[ClusterRows], c0: usize, c1: usize) -> RecordBatch {
+    per_cluster(Table::GpuSamples, clusters, &|c| c.grid.batch(c0, c1))
+}
+
+/// `rows` of each cluster, with its cluster, as one batch of `table`.
+fn per_cluster(table: Table, clusters: &[ClusterRows], rows: &dyn Fn(&ClusterRows) -> RecordBatch) -> RecordBatch {
+    let batches: Vec<RecordBatch> = clusters.iter().map(|c| crate::lake::rows::with_cluster(rows(c), &c.name)).collect();
+    concat_batches(&table.schema(), &batches).expect("batches of one table")
+}
+
+/// Assembles one cluster's fetched series onto the window's grid: DCGM cells (the lookback,
+/// counters, the pool from kube-state-metrics' capacity), pods, and the gaps.
+fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, from: i64, to: i64) -> ClusterRows {
+    let step = cfg.step_secs as i64 * 1000;
+    let chunk = cfg.chunk_secs as i64 * 1000;
+    let mut grid = DcgmGrid::new(from, to, cfg.step_secs);
+    let mut kube = KubeState::new(from, to, cfg.step_secs);
+    let mut gaps: Vec<(&'static str, String, i64, i64)> = Vec::new();
+    let mut util_chunks: BTreeMap<i64, usize> = BTreeMap::new();
+    for (job, s, e, series) in results {
+        match job {
+            Job::Dcgm(f) => {
+                if matches!(f, Field::Util | Field::EngineActive) {
+                    *util_chunks.entry(*s).or_default() += series.len();
+                } else if matches!(f, Field::Power | Field::FbUsed) && series.is_empty() {
+                    gaps.push(("dcgm", f.metric(cfg).to_string(), *s, (*e).min(to)));
+                }
+                grid.add(*f, series, cfg);
+            }
+            Job::Kube(m) => {
+                if matches!(m, KubeMetric::Info | KubeMetric::Phase) && series.is_empty() {
+                    gaps.push(("kube", m.selector(cfg), *s, *e));
+                }
+                kube.add(*m, series, cfg);
+            }
+        }
+    }
+    // Prometheus' lookback on the grid: each DCGM series, its chunks joined, stands over the
+    // steps its scrapes miss (a longer scrape interval than the step, a missed scrape).
+    let mut by_series: BTreeMap<(Field, &BTreeMap<String, String>), Vec<&[(i64, f64)]>> = BTreeMap::new();
+    for (job, _, _, series) in results {
+        if let Job::Dcgm(f) = job {
+            for x in series {
+                by_series.entry((*f, &x.labels)).or_default().push(&x.samples);
+            }
+        }
+    }
+    // Each series' chunks joined once: its own scrape interval, then the fill.
+    let joined: Vec<(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)> =
+        by_series.into_iter().map(|((f, labels), parts)| (f, labels, parts.concat())).collect();
+    let mut intervals: BTreeMap<Field, Vec<i64>> = BTreeMap::new();
+    for (f, _, samples) in &joined {
+        if let Some(g) = dcgm::median_gap(samples) {
+            intervals.entry(*f).or_default().push(g);
+        }
+    }
+    let typical: BTreeMap<Field, i64> = intervals
+        .into_iter()
+        .map(|(f, mut gaps)| {
+            let mid = gaps.len() / 2;
+            (f, *gaps.select_nth_unstable(mid).1)
+        })
+        .collect();
+    let mut filled = 0usize;
+    for (f, labels, samples) in &joined {
+        filled += grid.fill(*f, labels, samples, cfg, typical.get(f).copied().unwrap_or(step));
+    }
+    let series_of = |field: Field| joined.iter().filter(move |(f, _, _)| *f == field).map(|(_, l, s)| (*l, s.as_slice()));
+    grid.align_counters(series_of(Field::Energy), series_of(Field::Power), cfg);
+    grid.fill_counters(series_of(Field::Energy), cfg);
+    log_conventions(name, &joined, cfg);
+    if let Some(util) = typical.get(&Field::Util).or_else(|| typical.get(&Field::EngineActive)) {
+        tracing::info!(
+            "{}DCGM scrape interval {:.0} s (median over series), lake step {} s; {filled} GPU-steps without a scrape of their own took the last sample within prometheus.lookback_secs = {}",
+            in_cluster(name, cfg),
+            *util as f64 / 1000.0,
+            cfg.step_secs,
+            cfg.lookback_secs
+        );
+    }
+    drop(joined);
+    let pool = grid.set_pool(kube.gpu_capacity(cfg.lookback_secs as i64 * 1000));
+    if pool.names_disagree {
+        tracing::warn!(
+            "{}kube_node_status_capacity's node names share none with DCGM's ({}): the pool is the GPUs DCGM reported, GPU time of nodes without a DCGM exporter is not counted",
+            in_cluster(name, cfg),
+            cfg.labels.node.join(", ")
+        );
+    }
+    for (node, gpus) in &pool.without_dcgm {
+        tracing::warn!(
+            "{}node {node}: kube-state-metrics reports up to {gpus} GPUs (nvidia.com/gpu) but no DCGM series names it: is dcgm-exporter running there? Its GPU time is {UNMEASURED}, model {}",
+            in_cluster(name, cfg),
+            crate::lake::schema::UNKNOWN_MODEL
+        );
+    }
+    for (s, n) in util_chunks {
+        if n == 0 {
+            gaps.push(("dcgm", format!("{}|{}", cfg.metrics.gpu_util, cfg.metrics.engine_active), s, (s + chunk).min(to)));
+        }
+    }
+    gaps.sort();
+    if grid.cells_seen() == 0 {
+        tracing::warn!("{}no DCGM samples at all in {} to {}: is the DCGM exporter scraped?", in_cluster(name, cfg), fmt_ms(from), fmt_ms(to));
+    }
+    ClusterRows { name: name.to_string(), grid, kube, gaps }
+
+}
+
 /// Logs once per run how the DCGM series name their workload, per node: the conventions in use,
 /// and the nodes that changed from one to another inside the window (a ServiceMonitor's
 /// `honorLabels` flipped, a second exporter's ServiceMonitor).
-fn log_conventions(joined: &[(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)], cfg: &PrometheusConfig) {
+fn log_conventions(cluster: &str, joined: &[(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)], cfg: &PrometheusConfig) {
+    let prefix = in_cluster(cluster, cfg);
     let workload = labels::WorkloadLabels::new(&cfg.labels);
     let node_pick = labels::LabelPick::plain(&cfg.labels.node);
     // node -> convention -> (first, last) sample time
@@ -448,12 +545,12 @@ fn log_conventions(joined: &[(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)
     }
     if !by_conv.is_empty() {
         let list: Vec<String> = by_conv.iter().map(|(c, n)| format!("{} on {n} nodes", c.label())).collect();
-        tracing::info!("DCGM workload labels, read per series: {}", list.join("; "));
+        tracing::info!("{prefix}DCGM workload labels, read per series: {}", list.join("; "));
     }
     let unmapped: Vec<&str> = nodes.iter().filter(|n| !seen.get(**n).is_some_and(|c| c.contains_key(&labels::Convention::Exported) || c.contains_key(&labels::Convention::Plain))).copied().collect();
     if !unmapped.is_empty() {
         tracing::warn!(
-            "{} nodes have DCGM series but none names a pod (idle the whole window, or an exporter without the pod mapping? prometheus.labels.pod): the chargeback gives their GPU time to the pods kube-state-metrics shows there, requests x running time: {}{}",
+            "{prefix}{} nodes have DCGM series but none names a pod (idle the whole window, or an exporter without the pod mapping? prometheus.labels.pod): the chargeback gives their GPU time to the pods kube-state-metrics shows there, requests x running time: {}{}",
             unmapped.len(),
             unmapped.iter().take(10).copied().collect::<Vec<_>>().join(", "),
             if unmapped.len() > 10 { ", ..." } else { "" }
@@ -461,7 +558,7 @@ fn log_conventions(joined: &[(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)
     }
     if !mixed.is_empty() {
         tracing::info!(
-            "{} nodes changed label convention inside the window (a ServiceMonitor's honorLabels?), each series read by its own labels: {}",
+            "{prefix}{} nodes changed label convention inside the window (a ServiceMonitor's honorLabels?), each series read by its own labels: {}",
             mixed.len(),
             mixed.iter().take(10).cloned().collect::<Vec<_>>().join("; ")
         );
@@ -469,16 +566,19 @@ fn log_conventions(joined: &[(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)
 }
 
 /// GPU-seconds of namespace `__unmeasured__` per node in a batch of GPU rows.
-fn unmeasured_gpu_seconds(gpu: &RecordBatch) -> BTreeMap<String, f64> {
+/// Nodes are named `cluster/node` where `qualified` (several clusters).
+fn unmeasured_gpu_seconds(gpu: &RecordBatch, qualified: bool) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     let ns = arrow::compute::cast(gpu.column_by_name("namespace").expect("namespace"), &DataType::Utf8).expect("cast to utf8");
     let node = arrow::compute::cast(gpu.column_by_name("node").expect("node"), &DataType::Utf8).expect("cast to utf8");
-    let (ns, node) = (ns.as_string::<i32>(), node.as_string::<i32>());
+    let cluster = arrow::compute::cast(gpu.column_by_name("cluster").expect("cluster"), &DataType::Utf8).expect("cast to utf8");
+    let (ns, node, cluster) = (ns.as_string::<i32>(), node.as_string::<i32>(), cluster.as_string::<i32>());
     let share = gpu.column_by_name("share").expect("share").as_primitive::<arrow::datatypes::Float64Type>();
     let step = gpu.column_by_name("step_s").expect("step_s").as_primitive::<Int32Type>();
     for i in 0..gpu.num_rows() {
         if ns.is_valid(i) && ns.value(i) == UNMEASURED {
-            *out.entry(node.value(i).to_string()).or_insert(0.0) += share.value(i) * step.value(i) as f64;
+            let name = if qualified && cluster.is_valid(i) { format!("{}/{}", cluster.value(i), node.value(i)) } else { node.value(i).to_string() };
+            *out.entry(name).or_insert(0.0) += share.value(i) * step.value(i) as f64;
         }
     }
     out
@@ -518,17 +618,18 @@ fn merge_pods(lake: &Lake, date: NaiveDate, new: RecordBatch) -> Result<RecordBa
 /// The day's inventory, derived from its GPU rows: first and last sample per unit.
 fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
     let str_col = |name: &str| arrow::compute::cast(gpu.column_by_name(name).expect("column"), &DataType::Utf8).expect("cast to utf8");
-    let (node, uuid, model, mig) = (str_col("node"), str_col("gpu_uuid"), str_col("gpu_model"), str_col("mig_profile"));
-    let (node, uuid, model, mig) = (node.as_string::<i32>(), uuid.as_string::<i32>(), model.as_string::<i32>(), mig.as_string::<i32>());
+    let (node, uuid, model, mig, cluster) = (str_col("node"), str_col("gpu_uuid"), str_col("gpu_model"), str_col("mig_profile"), str_col("cluster"));
+    let (node, uuid, model, mig, cluster) =
+        (node.as_string::<i32>(), uuid.as_string::<i32>(), model.as_string::<i32>(), mig.as_string::<i32>(), cluster.as_string::<i32>());
     let gi = gpu.column_by_name("gpu_instance_id").expect("gi").as_primitive::<arrow::datatypes::Int16Type>();
     let idx = gpu.column_by_name("gpu_index").expect("idx").as_primitive::<arrow::datatypes::Int16Type>();
     let share = gpu.column_by_name("share").expect("share").as_primitive::<arrow::datatypes::Float64Type>();
     let total = gpu.column_by_name("mem_total_mib").expect("mem_total").as_primitive::<arrow::datatypes::Float32Type>();
     let ts = gpu.column_by_name("ts").expect("ts").as_primitive::<TimestampMillisecondType>();
-    type Key = (String, String, Option<i16>);
+    type Key = (Option<String>, String, String, Option<i16>);
     let mut units: BTreeMap<Key, (i16, String, Option<String>, f64, Option<f32>, i64, i64)> = BTreeMap::new();
     for i in 0..gpu.num_rows() {
-        let key = (node.value(i).to_string(), uuid.value(i).to_string(), gi.is_valid(i).then(|| gi.value(i)));
+        let key = (cluster.is_valid(i).then(|| cluster.value(i).to_string()), node.value(i).to_string(), uuid.value(i).to_string(), gi.is_valid(i).then(|| gi.value(i)));
         let t = ts.value(i);
         let e = units.entry(key).or_insert_with(|| {
             (idx.value(i), model.value(i).to_string(), mig.is_valid(i).then(|| mig.value(i).to_string()), 0.0, None, t, t)
@@ -543,8 +644,9 @@ fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
         e.5 = e.5.min(t);
         e.6 = e.6.max(t);
     }
-    let mut rows = NodesBuilder::new();
-    for ((n, u, g), (i, m, p, s, fb, first, last)) in &units {
+    let mut by_cluster: BTreeMap<&Option<String>, NodesBuilder> = BTreeMap::new();
+    for ((c, n, u, g), (i, m, p, s, fb, first, last)) in &units {
+        let rows = by_cluster.entry(c).or_insert_with(NodesBuilder::new);
         rows.push(&NodeRow {
             node: n,
             gpu_uuid: u,
@@ -558,7 +660,17 @@ fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
             last_seen: *last,
         });
     }
-    rows.finish()
+    let batches: Vec<RecordBatch> = by_cluster
+        .into_iter()
+        .map(|(c, rows)| match c {
+            Some(c) => crate::lake::rows::with_cluster(rows.finish(), c),
+            None => rows.finish(),
+        })
+        .collect();
+    if batches.is_empty() {
+        return NodesBuilder::new().finish();
+    }
+    concat_batches(&Table::Nodes.schema(), &batches).expect("batches of one table")
 }
 
 fn gaps_batch(gaps: &[(&'static str, String, i64, i64)]) -> RecordBatch {
@@ -567,6 +679,5 @@ fn gaps_batch(gaps: &[(&'static str, String, i64, i64)]) -> RecordBatch {
     let start = arrow::array::TimestampMillisecondArray::from(gaps.iter().map(|g| g.2).collect::<Vec<_>>()).with_timezone("UTC");
     let end = arrow::array::TimestampMillisecondArray::from(gaps.iter().map(|g| g.3).collect::<Vec<_>>()).with_timezone("UTC");
     let reason: arrow::array::DictionaryArray<Int32Type> = gaps.iter().map(|_| "no data").collect();
-    RecordBatch::try_new(Table::Gaps.schema(), vec![Arc::new(src), Arc::new(metric), Arc::new(start), Arc::new(end), Arc::new(reason)])
-        .expect("columns match the gaps schema")
+    crate::lake::rows::table_batch(Table::Gaps, vec![Arc::new(src), Arc::new(metric), Arc::new(start), Arc::new(end), Arc::new(reason)])
 }

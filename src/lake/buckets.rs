@@ -27,7 +27,7 @@ pub const BUCKET_MS: i64 = crate::tariff::BUCKET_MS;
 const DAY_MS: i64 = 86_400_000;
 
 /// The `gpu_samples` columns the sums read.
-pub const COLUMNS: [&str; 9] = ["ts", "step_s", "node", "gpu_model", "mig_profile", "namespace", "share", "util_pct", "energy_j"];
+pub const COLUMNS: [&str; 10] = ["ts", "step_s", "cluster", "node", "gpu_model", "mig_profile", "namespace", "share", "util_pct", "energy_j"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum BucketError {
@@ -41,6 +41,8 @@ pub enum BucketError {
 /// rollup files' schema.
 pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
+        // A row of a file from before the cluster column is in cluster `default`.
+        Field::new("cluster", label_type(), false),
         Field::new("namespace", label_type(), true),
         Field::new("node", label_type(), false),
         Field::new("gpu_model", label_type(), false),
@@ -58,6 +60,7 @@ pub fn schema() -> SchemaRef {
 
 #[derive(Hash, PartialEq, Eq, Clone, Copy)]
 struct Key {
+    cluster: u32,
     ns: u32,
     node: u32,
     model: u32,
@@ -96,9 +99,10 @@ impl BucketSums {
     /// Folds the rows of `b` (from `path`, for messages) with `ts` in `[start_ms, end_ms)`.
     pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
         let (node, model, profile, ns) = (dict(b, path, "node")?, dict(b, path, "gpu_model")?, dict(b, path, "mig_profile")?, dict(b, path, "namespace")?);
-        let (node_ids, model_ids, profile_ids, ns_ids) = {
+        let cluster = dict(b, path, "cluster")?;
+        let (node_ids, model_ids, profile_ids, ns_ids, cluster_ids, default_cluster) = {
             let mut s = strings.lock().expect("interner lock");
-            (s.map_values(&node), s.map_values(&model), s.map_values(&profile), s.map_values(&ns))
+            (s.map_values(&node), s.map_values(&model), s.map_values(&profile), s.map_values(&ns), s.map_values(&cluster), s.id(super::schema::DEFAULT_CLUSTER))
         };
         let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
         let step = typed::<Int32Array>(b, path, "step_s")?;
@@ -116,6 +120,10 @@ impl BucketSums {
             let share_v = share.value(i);
             let step_s = step.value(i);
             let key = Key {
+                cluster: match row_id(&cluster, &cluster_ids, i) {
+                    NULL_ID => default_cluster,
+                    id => id,
+                },
                 ns: row_id(&ns, &ns_ids, i),
                 node: row_id(&node, &node_ids, i),
                 model: row_id(&model, &model_ids, i),
@@ -155,7 +163,7 @@ impl BucketSums {
         let mut all: Vec<(Key, Sums)> = parts.iter().flat_map(|g| g.keys.iter().copied().zip(g.sums.iter().copied())).collect();
         let rank = strings.ranks();
         let r = |id: u32| if id == NULL_ID { 0 } else { rank[id as usize] };
-        all.sort_by_key(|(k, _)| (r(k.ns), r(k.node), r(k.model), r(k.profile), k.bucket, k.share, k.step_s));
+        all.sort_by_key(|(k, _)| (r(k.cluster), r(k.ns), r(k.node), r(k.model), r(k.profile), k.bucket, k.share, k.step_s));
         // Labels as dictionaries over the interner's names (ids are the keys): the pricing joins
         // then carry 4-byte keys, not strings, through every row they copy.
         let names: ArrayRef = Arc::new((0..strings.len() as u32).map(|id| strings.name(id)).collect::<StringArray>());
@@ -164,6 +172,7 @@ impl BucketSums {
             Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::clone(&names)).expect("label ids index the names"))
         };
         let columns: Vec<ArrayRef> = vec![
+            col_str(&|k| k.cluster),
             col_str(&|k| k.ns),
             col_str(&|k| k.node),
             col_str(&|k| k.model),

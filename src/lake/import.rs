@@ -29,7 +29,10 @@ pub fn import_csv(lake: &Lake, table: Table, csv: &Path) -> Result<Vec<NaiveDate
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().ok_or_else(|| perr(1, "empty file".into()))?.split(',').collect();
     let schema = table.schema();
-    if header.len() != schema.fields().len() || header.iter().zip(schema.fields()).any(|(h, f)| *h != f.name()) {
+    // The columns added since the table's first version may be left out (they import as null).
+    let named: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let without_later: Vec<&str> = named.iter().copied().filter(|n| !super::schema::LATER_COLUMNS.contains(n)).collect();
+    if header != named && header != without_later {
         return Err(perr(1, format!("header must be the {} columns in order: {:?}", table.name(), schema.fields().iter().map(|f| f.name()).collect::<Vec<_>>())));
     }
     let day_col = table.delta_columns()[0];
@@ -48,7 +51,7 @@ pub fn import_csv(lake: &Lake, table: Table, csv: &Path) -> Result<Vec<NaiveDate
     for (day, rows) in by_day {
         let mut columns: Vec<ArrayRef> = Vec::new();
         for (c, field) in schema.fields().iter().enumerate() {
-            let strings: StringArray = rows.iter().map(|r| r[c].clone()).collect();
+            let strings: StringArray = rows.iter().map(|r| r.get(c).cloned().flatten()).collect();
             let array = cast(&(Arc::new(strings) as ArrayRef), field.data_type()).map_err(|e| perr(0, format!("column {}: {e}", field.name())))?;
             columns.push(array);
         }

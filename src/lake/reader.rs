@@ -21,14 +21,30 @@ pub fn read_partition(lake: &Lake, table: Table, date: NaiveDate) -> Result<Opti
         .collect::<Result<_, _>>()
         .map_err(|e| WriteError::Parquet { path: path.clone(), source: parquet::errors::ParquetError::ArrowError(e.to_string()) })?;
     let schema = table.schema();
-    if let Some(b) = batches.first() {
-        if b.schema().fields() != schema.fields() {
-            return Err(WriteError::Schema { table: table.name(), date, detail: format!("{} has an older or foreign schema", path.display()) });
-        }
-    }
+    let batches = batches
+        .into_iter()
+        .map(|b| with_later_columns(&schema, b).ok_or_else(|| WriteError::Schema { table: table.name(), date, detail: format!("{} has an older or foreign schema", path.display()) }))
+        .collect::<Result<Vec<_>, _>>()?;
     let batch = concat_batches(&schema, &batches).map_err(|e| WriteError::Parquet {
         path: path.clone(),
         source: parquet::errors::ParquetError::ArrowError(e.to_string()),
     })?;
     Ok(Some(batch))
+}
+
+/// `b` in `schema`: as it is when it matches, with the columns added since its file was
+/// written (`LATER_COLUMNS`) as nulls; None when it differs otherwise.
+fn with_later_columns(schema: &arrow::datatypes::SchemaRef, b: RecordBatch) -> Option<RecordBatch> {
+    if b.schema().fields() == schema.fields() {
+        return Some(b);
+    }
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for f in schema.fields() {
+        match b.column_by_name(f.name()) {
+            Some(c) if c.data_type() == f.data_type() => columns.push(c.clone()),
+            None if super::schema::LATER_COLUMNS.contains(&f.name().as_str()) => columns.push(arrow::array::new_null_array(f.data_type(), b.num_rows())),
+            _ => return None,
+        }
+    }
+    (b.num_columns() + super::schema::LATER_COLUMNS.len() >= columns.len()).then(|| RecordBatch::try_new(schema.clone(), columns).ok()).flatten()
 }

@@ -18,7 +18,26 @@ fn ts() -> TimestampMillisecondBuilder {
 }
 
 fn finish(table: Table, columns: Vec<ArrayRef>) -> RecordBatch {
+    table_batch(table, columns)
+}
+
+/// A batch of `table` from its columns in schema order, all but the trailing `cluster`, which
+/// comes null (the cluster is the collector's to set, per batch: [`with_cluster`]).
+pub fn table_batch(table: Table, mut columns: Vec<ArrayRef>) -> RecordBatch {
+    let rows = columns.first().map_or(0, |c| c.len());
+    columns.push(arrow::array::new_null_array(&super::schema::label_type(), rows));
     RecordBatch::try_new(table.schema(), columns).expect("row builder columns match the table schema")
+}
+
+/// `batch` (of a lake table) with every row's `cluster` set to `name`.
+pub fn with_cluster(batch: RecordBatch, name: &str) -> RecordBatch {
+    let schema = batch.schema();
+    let idx = schema.index_of(super::schema::CLUSTER).expect("every lake table has a cluster column");
+    let mut columns = batch.columns().to_vec();
+    let keys = arrow::array::Int32Array::from(vec![0; batch.num_rows()]);
+    let values: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![name]));
+    columns[idx] = Arc::new(arrow::array::DictionaryArray::<Int32Type>::try_new(keys, values).expect("one value"));
+    RecordBatch::try_new(schema, columns).expect("the same schema")
 }
 
 /// One `gpu_samples` row.

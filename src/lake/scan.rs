@@ -139,14 +139,28 @@ fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnM
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| read_err(e.to_string()))?;
     let schema = builder.schema().clone();
     let mut roots = Vec::with_capacity(columns.len());
+    // A column added after the file was written (`LATER_COLUMNS`) reads as nulls.
+    let mut later = Vec::new();
     for c in columns {
-        let idx = schema.index_of(c).map_err(|_| ScanError::MissingColumn { path: path.clone(), column: c.clone() })?;
-        roots.push(idx);
+        match schema.index_of(c) {
+            Ok(idx) => roots.push(idx),
+            Err(_) if super::schema::LATER_COLUMNS.contains(&c.as_str()) => later.push(c.clone()),
+            Err(_) => return Err(ScanError::MissingColumn { path: path.clone(), column: c.clone() }),
+        }
     }
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder.with_projection(mask).with_batch_size(SCAN_BATCH_ROWS).build().map_err(|e| read_err(e.to_string()))?;
     for batch in reader {
-        let batch = batch.map_err(|e| read_err(e.to_string()))?;
+        let mut batch = batch.map_err(|e| read_err(e.to_string()))?;
+        if !later.is_empty() {
+            let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
+            let mut cols = batch.columns().to_vec();
+            for c in &later {
+                fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(c, super::schema::label_type(), true)));
+                cols.push(arrow::array::new_null_array(&super::schema::label_type(), batch.num_rows()));
+            }
+            batch = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), cols).map_err(|e| read_err(e.to_string()))?;
+        }
         if !sink(batch) {
             return Ok(false);
         }

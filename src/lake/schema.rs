@@ -74,15 +74,15 @@ impl Table {
     /// The columns rows are sorted by before a file is written (declared as `sorting_columns`).
     pub fn sort_columns(self) -> &'static [&'static str] {
         match self {
-            Table::GpuSamples => &["node", "gpu_uuid", "gpu_instance_id", "ts"],
-            Table::Pods => &["namespace", "created", "pod", "uid"],
-            Table::PendingSamples => &["namespace", "ts", "pod", "uid"],
-            Table::Quotas => &["namespace", "resource", "ts"],
-            Table::Nodes => &["node", "gpu_uuid", "gpu_instance_id"],
-            Table::Gaps => &["source", "metric", "gap_start"],
-            Table::NodeCapacity => &["node", "resource", "ts"],
-            Table::KueuePending => &["cluster_queue", "status", "ts"],
-            Table::NamespaceLabels => &["namespace", "ts"],
+            Table::GpuSamples => &["cluster", "node", "gpu_uuid", "gpu_instance_id", "ts"],
+            Table::Pods => &["cluster", "namespace", "created", "pod", "uid"],
+            Table::PendingSamples => &["cluster", "namespace", "ts", "pod", "uid"],
+            Table::Quotas => &["cluster", "namespace", "resource", "ts"],
+            Table::Nodes => &["cluster", "node", "gpu_uuid", "gpu_instance_id"],
+            Table::Gaps => &["cluster", "source", "metric", "gap_start"],
+            Table::NodeCapacity => &["cluster", "node", "resource", "ts"],
+            Table::KueuePending => &["cluster", "cluster_queue", "status", "ts"],
+            Table::NamespaceLabels => &["cluster", "namespace", "ts"],
         }
     }
 
@@ -134,18 +134,21 @@ impl Table {
                 label("node", false),
                 label("resource", false),
                 Field::new("capacity", DataType::Float64, true),
+                cluster(),
             ])),
             Table::KueuePending => Arc::new(Schema::new(vec![
                 ts("ts", false),
                 label("cluster_queue", false),
                 label("status", false),
                 Field::new("workloads", DataType::Float64, true),
+                cluster(),
             ])),
             Table::NamespaceLabels => Arc::new(Schema::new(vec![
                 ts("ts", false),
                 label("namespace", false),
                 label("team", true),
                 label("cost_centre", true),
+                cluster(),
             ])),
         }
     }
@@ -169,6 +172,23 @@ fn label(name: &str, nullable: bool) -> Field {
     Field::new(name, label_type(), nullable)
 }
 
+/// The column every table ends with: the cluster a row belongs to (the value of
+/// `prometheus.cluster_label` on its series, else `prometheus.cluster_name`). Nullable: files
+/// written before it existed read as null (see [`cluster_of`]).
+fn cluster() -> Field {
+    label(CLUSTER, true)
+}
+
+/// The name of the cluster column.
+pub const CLUSTER: &str = "cluster";
+
+/// The cluster a row with a null `cluster` belongs to (files from before the column): the
+/// default `prometheus.cluster_name`.
+pub const DEFAULT_CLUSTER: &str = "default";
+
+/// Columns added to the tables after their first version, read as null from older files.
+pub const LATER_COLUMNS: [&str; 1] = [CLUSTER];
+
 fn gpu_samples_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         ts("ts", false),
@@ -190,6 +210,7 @@ fn gpu_samples_schema() -> SchemaRef {
         Field::new("energy_j", DataType::Float64, true),
         Field::new("temp_c", DataType::Float32, true),
         Field::new("xid", DataType::Int32, true),
+        cluster(),
     ]))
 }
 
@@ -211,6 +232,7 @@ fn pods_schema() -> SchemaRef {
         label("phase", true),
         label("termination_reason", true),
         label("team", true),
+        cluster(),
     ]))
 }
 
@@ -225,6 +247,7 @@ fn pending_samples_schema() -> SchemaRef {
         label("gpu_resource", true),
         Field::new("gpu_request", DataType::Int32, false),
         label("reason", true),
+        cluster(),
     ]))
 }
 
@@ -235,6 +258,7 @@ fn quotas_schema() -> SchemaRef {
         label("resource", false),
         Field::new("hard", DataType::Float64, true),
         Field::new("used", DataType::Float64, true),
+        cluster(),
     ]))
 }
 
@@ -250,6 +274,7 @@ fn nodes_schema() -> SchemaRef {
         Field::new("mem_total_mib", DataType::Float32, true),
         ts("first_seen", false),
         ts("last_seen", false),
+        cluster(),
     ]))
 }
 
@@ -260,5 +285,6 @@ fn gaps_schema() -> SchemaRef {
         ts("gap_start", false),
         ts("gap_end", false),
         label("reason", true),
+        cluster(),
     ]))
 }

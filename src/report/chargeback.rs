@@ -41,10 +41,13 @@ pub const UNASSIGNED: &str = "__unassigned__";
 /// How the chargeback's rows are keyed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ChargeBy {
+    /// One row per cluster and namespace (a namespace name in two clusters is two rows).
     #[default]
     Namespace,
     Team,
     CostCentre,
+    /// One row per cluster (`prometheus.cluster_label`).
+    Cluster,
 }
 
 impl ChargeBy {
@@ -53,6 +56,7 @@ impl ChargeBy {
             ChargeBy::Namespace => "namespace",
             ChargeBy::Team => "team",
             ChargeBy::CostCentre => "cost_centre",
+            ChargeBy::Cluster => "cluster",
         }
     }
 }
@@ -106,6 +110,8 @@ impl Quantities {
 /// One detail row of `queries/chargeback.sql`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DetailRow {
+    /// The cluster (`prometheus.cluster_label`); node and namespace names are per cluster.
+    pub cluster: String,
     pub namespace: String,
     /// None on CPU / memory rows.
     pub gpu_model: Option<String>,
@@ -136,6 +142,7 @@ pub struct Chargeback {
 /// A namespace's totals after the idle / shared spread.
 #[derive(Debug, Clone)]
 pub struct NamespaceCharge {
+    pub cluster: String,
     pub namespace: String,
     pub owner: Owner,
     pub q: Quantities,
@@ -226,6 +233,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     // (GPU-us, mJ, rows) of the window, summed over the batches by `cluster_totals.sql`.
     let mut cluster = (0i64, 0i64, 0i64);
     let pieces = step1_pieces(window);
+    let only_cluster = crate::engine::session_cluster(ctx);
     let mut gathered: Vec<arrow::array::RecordBatch> = Vec::new();
     let mut gathered_from = window.start;
     for (i, piece) in pieces.iter().enumerate() {
@@ -242,7 +250,14 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
             buckets.scanned_days,
             t.elapsed().as_secs_f64()
         );
-        gathered.extend(buckets.batches);
+        match &only_cluster {
+            Some(c) => {
+                for b in buckets.batches {
+                    gathered.push(of_cluster(&b, c)?);
+                }
+            }
+            None => gathered.extend(buckets.batches),
+        }
         let rows: usize = gathered.iter().map(|b| b.num_rows()).sum();
         if rows < PRICE_BATCH_ROWS && i + 1 < pieces.len() {
             continue;
@@ -270,6 +285,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     let mut detail = Vec::new();
     for b in &batches? {
         let (ns, model, profile, date) = (strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, strs(R, b, "date")?);
+        let cluster = strs(R, b, "cluster")?;
         let int = |name| ints(R, b, name);
         let (gpu_us, energy, util, unpriced, req, core, gib) =
             (int("gpu_us")?, int("energy_mj")?, int("util_gpu_us")?, int("unpriced_gpu_us")?, int("request_based_gpu_us")?, int("core_us")?, int("gib_us")?);
@@ -277,6 +293,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         let (gpu_cost, power, carbon, cpu, mem) = (dec("gpu_cost_us")?, dec("power_cost_mj")?, dec("carbon_mg")?, dec("cpu_cost_us")?, dec("mem_cost_us")?);
         for i in 0..b.num_rows() {
             detail.push(DetailRow {
+                cluster: cluster[i].clone().unwrap_or_else(|| crate::lake::schema::DEFAULT_CLUSTER.to_string()),
                 namespace: ns[i].clone().ok_or_else(|| shape("null namespace"))?,
                 gpu_model: model[i].clone(),
                 mig_profile: profile[i].clone(),
@@ -298,7 +315,10 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
             });
         }
     }
-    detail.sort_by(|a, b| (&a.namespace, &a.gpu_model, &a.mig_profile, &a.date).cmp(&(&b.namespace, &b.gpu_model, &b.mig_profile, &b.date)));
+    if let Some(only) = crate::engine::session_cluster(ctx) {
+        detail.retain(|r| r.cluster == only);
+    }
+    detail.sort_by(|a, b| (&a.cluster, &a.namespace, &a.gpu_model, &a.mig_profile, &a.date).cmp(&(&b.cluster, &b.namespace, &b.gpu_model, &b.mig_profile, &b.date)));
 
     let mut owners = BTreeMap::new();
     for b in &run_query(ctx, "namespace_owners", &queries.get("namespace_owners")?, vec![]).await? {
@@ -322,6 +342,14 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         cluster_rows: cluster.2,
         cluster_gpus,
     })
+}
+
+/// The bucket rows of `b` in `cluster` (`--cluster`).
+fn of_cluster(b: &arrow::array::RecordBatch, cluster: &str) -> Result<arrow::array::RecordBatch> {
+    let names = arrow::compute::cast(b.column_by_name("cluster").ok_or_else(|| shape("gpu_buckets without cluster"))?, &arrow::datatypes::DataType::Utf8)
+        .map_err(|e| shape(e.to_string()))?;
+    let keep: arrow::array::BooleanArray = names.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| shape("cluster as text"))?.iter().map(|n| Some(n == Some(cluster))).collect();
+    arrow::compute::filter_record_batch(b, &keep).map_err(|e| shape(e.to_string()))
 }
 
 /// Splits `amount` over `weights` exactly (largest remainder, ties to the earlier index).
@@ -368,22 +396,31 @@ impl Chargeback {
         self.owners.get(namespace).cloned().unwrap_or_default()
     }
 
-    /// Per namespace, with `__unallocated__` and shared namespaces spread by the config's
-    /// policies. Money moved is exact: the rows' totals sum to the cluster's basis cost.
+    /// Per cluster and namespace, with `__unallocated__` and shared namespaces spread by the
+    /// config's policies within each cluster (a cluster's idle GPUs are its namespaces' to
+    /// carry). Money moved is exact: the rows' totals sum to the clusters' basis cost.
     pub fn namespaces(&self, config: &Config) -> Vec<NamespaceCharge> {
-        let mut by_ns: BTreeMap<&str, Quantities> = BTreeMap::new();
+        let mut by_cluster: BTreeMap<&str, BTreeMap<&str, Quantities>> = BTreeMap::new();
         for r in &self.detail {
-            by_ns.entry(&r.namespace).or_default().add(&r.q);
+            by_cluster.entry(&r.cluster).or_default().entry(&r.namespace).or_default().add(&r.q);
         }
+        let mut out = Vec::new();
+        for (cluster, by_ns) in by_cluster {
+            out.extend(self.spread_in_cluster(config, cluster, by_ns));
+        }
+        out
+    }
+
+    fn spread_in_cluster(&self, config: &Config, cluster: &str, by_ns: BTreeMap<&str, Quantities>) -> Vec<NamespaceCharge> {
         let mut rows: Vec<NamespaceCharge> = by_ns
             .into_iter()
-            .map(|(ns, q)| NamespaceCharge { namespace: ns.to_string(), owner: self.owner(config, ns), q, spread: 0 })
+            .map(|(ns, q)| NamespaceCharge { cluster: cluster.to_string(), namespace: ns.to_string(), owner: self.owner(config, ns), q, spread: 0 })
             .collect();
         for policy in [config.shared_policy(), config.idle_policy()] {
             if let SpreadPolicy::Owner(owner) = policy {
                 if !rows.iter().any(|r| r.namespace == owner) {
                     let o = self.owner(config, &owner);
-                    rows.push(NamespaceCharge { namespace: owner, owner: o, q: Quantities::default(), spread: 0 });
+                    rows.push(NamespaceCharge { cluster: cluster.to_string(), namespace: owner, owner: o, q: Quantities::default(), spread: 0 });
                 }
             }
         }
@@ -400,21 +437,25 @@ impl Chargeback {
     pub fn to_report(&self, config: &Config, by: ChargeBy) -> Report {
         let basis = config.pricing.basis;
         let namespaces = self.namespaces(config);
-        // Group (after the spread, which is defined per namespace).
-        let mut groups: BTreeMap<String, (Owner, Quantities, i128, Vec<String>)> = BTreeMap::new();
+        // Group (after the spread, which is defined per cluster and namespace). By namespace the
+        // key is the namespace and its cluster (sorted by namespace, then cluster).
+        let mut groups: BTreeMap<(String, String), (Owner, Quantities, i128, Vec<String>)> = BTreeMap::new();
         for r in &namespaces {
             let key = match by {
-                ChargeBy::Namespace => r.namespace.clone(),
-                _ if r.namespace == UNALLOCATED || r.namespace == UNMEASURED => r.namespace.clone(),
-                ChargeBy::Team => r.owner.team.clone().unwrap_or_else(|| UNASSIGNED.into()),
-                ChargeBy::CostCentre => r.owner.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()),
+                ChargeBy::Namespace => (r.namespace.clone(), r.cluster.clone()),
+                ChargeBy::Cluster => (r.cluster.clone(), String::new()),
+                _ if r.namespace == UNALLOCATED || r.namespace == UNMEASURED => (r.namespace.clone(), String::new()),
+                ChargeBy::Team => (r.owner.team.clone().unwrap_or_else(|| UNASSIGNED.into()), String::new()),
+                ChargeBy::CostCentre => (r.owner.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()), String::new()),
             };
             let g = groups.entry(key).or_insert_with(|| (r.owner.clone(), Quantities::default(), 0, Vec::new()));
             g.1.add(&r.q);
             g.2 += r.spread;
-            g.3.push(r.namespace.clone());
+            if !g.3.contains(&r.namespace) {
+                g.3.push(r.namespace.clone());
+            }
         }
-        let keys: Vec<&String> = groups.keys().collect();
+        let keys: Vec<&(String, String)> = groups.keys().collect();
         let vals: Vec<&(Owner, Quantities, i128, Vec<String>)> = groups.values().collect();
         let col = |f: &dyn Fn(&Quantities, i128) -> i128| -> Vec<i128> { vals.iter().map(|(_, q, s, _)| f(q, *s)).collect() };
 
@@ -442,7 +483,7 @@ impl Chargeback {
         for (i, key) in keys.iter().enumerate() {
             let (owner, q, _, members) = vals[i];
             let util = if q.gpu_us > 0 { round_ratio(q.util_gpu_us as i128, q.gpu_us as i128, 2) } else { 0 };
-            let mut row = vec![Cell::Str((*key).clone())];
+            let mut row = vec![Cell::Str(key.0.clone())];
             match by {
                 ChargeBy::Namespace => row.extend([opt(&owner.team), opt(&owner.cost_centre)]),
                 _ => row.push(Cell::Str(members.join(" "))),
@@ -463,6 +504,9 @@ impl Chargeback {
                 Cell::Str(if q.request_based_gpu_us > 0 { "yes" } else { "no" }.into()),
                 dec(req_h[i], 4),
             ]);
+            if by == ChargeBy::Namespace {
+                row.push(Cell::Str(key.1.clone()));
+            }
             rows.push(row);
         }
         let util_all: i128 = vals.iter().map(|(_, q, _, _)| q.util_gpu_us as i128).sum();
@@ -487,6 +531,9 @@ impl Chargeback {
             Cell::Str(if req_total > 0 { "yes" } else { "no" }.into()),
             dec(req_total, 4),
         ]);
+        if by == ChargeBy::Namespace {
+            total_row.push(Cell::Null);
+        }
 
         let mut columns = vec![by.column().to_string()];
         match by {
@@ -500,6 +547,10 @@ impl Chargeback {
             ]
             .map(String::from),
         );
+        // The cluster of each namespace row: last, so the columns before keep their places.
+        if by == ChargeBy::Namespace {
+            columns.push("cluster".into());
+        }
 
         let notes = self.notes(config, &namespaces, hours_total, kwh_total, total_total, req_total);
         Report {
@@ -508,6 +559,7 @@ impl Chargeback {
                 ChargeBy::Namespace => format!("GPU chargeback {}", self.window.label()),
                 ChargeBy::Team => format!("GPU chargeback by team {}", self.window.label()),
                 ChargeBy::CostCentre => format!("GPU chargeback by cost centre {}", self.window.label()),
+                ChargeBy::Cluster => format!("GPU chargeback by cluster {}", self.window.label()),
             },
             columns,
             rows,

@@ -122,11 +122,12 @@ fn basis_cost(kind: Kind, q: &Quantities, basis: CostBasis) -> i128 {
 pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
     let basis = config.pricing.basis;
     let by = config.chargeback_by;
-    let spreads: BTreeMap<String, i128> = cb.namespaces(config).into_iter().map(|n| (n.namespace, n.spread)).collect();
+    let spreads: BTreeMap<(String, String), i128> = cb.namespaces(config).into_iter().map(|n| ((n.cluster, n.namespace), n.spread)).collect();
 
-    // Each namespace's lines (GPU per model/profile/day; CPU and memory per day).
-    type Key = (String, NaiveDate, Kind, String, String);
-    let mut per_ns: BTreeMap<String, Vec<(Key, Line)>> = BTreeMap::new();
+    // Each namespace's lines (GPU per model/profile/day; CPU and memory per day), per cluster:
+    // (cluster, sub-account, day, kind, model, profile).
+    type Key = (String, String, NaiveDate, Kind, String, String);
+    let mut per_ns: BTreeMap<(String, String), Vec<(Key, Line)>> = BTreeMap::new();
     for r in &cb.detail {
         let date: NaiveDate = r.date.parse().unwrap_or_default();
         let owner = cb.owner(config, &r.namespace);
@@ -156,27 +157,28 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
                 spread: 0,
                 request_based: gpu && r.q.request_based_gpu_us > 0,
             };
-            let key = (String::new(), date, kind, r.gpu_model.clone().unwrap_or_default(), r.mig_profile.clone().unwrap_or_default());
-            per_ns.entry(r.namespace.clone()).or_default().push((key, line));
+            let key = (r.cluster.clone(), String::new(), date, kind, r.gpu_model.clone().unwrap_or_default(), r.mig_profile.clone().unwrap_or_default());
+            per_ns.entry((r.cluster.clone(), r.namespace.clone())).or_default().push((key, line));
         }
     }
     // Namespaces that only receive a spread (an owner with no usage) get one GPU-less line.
-    for (ns, s) in &spreads {
-        if *s != 0 && !per_ns.contains_key(ns) {
+    for ((cluster, ns), s) in &spreads {
+        let at = (cluster.clone(), ns.clone());
+        if *s != 0 && !per_ns.contains_key(&at) {
             let owner = cb.owner(config, ns);
-            let key = (String::new(), window.start.date_naive(), Kind::Gpu, String::new(), String::new());
-            per_ns.entry(ns.clone()).or_default().push((key, Line { members: vec![ns.clone()], team: owner.team, cost_centre: owner.cost_centre, ..Line::default() }));
+            let key = (cluster.clone(), String::new(), window.start.date_naive(), Kind::Gpu, String::new(), String::new());
+            per_ns.entry(at).or_default().push((key, Line { members: vec![ns.clone()], team: owner.team, cost_centre: owner.cost_centre, ..Line::default() }));
         }
     }
     // The spread, split over each namespace's lines by their cost (else GPU time, else evenly).
-    for (ns, lines) in per_ns.iter_mut() {
-        let amount = spreads.get(ns).copied().unwrap_or(0);
+    for (at, lines) in per_ns.iter_mut() {
+        let amount = spreads.get(at).copied().unwrap_or(0);
         if amount == 0 {
             continue;
         }
         let mut weights: Vec<i128> = lines.iter().map(|(_, l)| round_ratio(l.list.max(0), RAW_PER_UNIT, 2)).collect();
         if weights.iter().sum::<i128>() <= 0 {
-            weights = lines.iter().map(|(k, l)| if k.2 == Kind::Gpu { l.quantity / 360_000 } else { 0 }).collect();
+            weights = lines.iter().map(|(k, l)| if k.3 == Kind::Gpu { l.quantity / 360_000 } else { 0 }).collect();
         }
         if weights.iter().sum::<i128>() <= 0 {
             weights = vec![1; lines.len()];
@@ -187,10 +189,11 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
     }
     // Group by the sub-account (namespace, team or cost centre).
     let mut grouped: BTreeMap<Key, Line> = BTreeMap::new();
-    for (ns, lines) in per_ns {
+    for ((cluster, ns), lines) in per_ns {
         for (mut key, l) in lines {
-            key.0 = match by {
+            key.1 = match by {
                 ChargeBy::Namespace => ns.clone(),
+                ChargeBy::Cluster => cluster.clone(),
                 _ if ns == UNALLOCATED || ns == UNMEASURED => ns.clone(),
                 ChargeBy::Team => l.team.clone().unwrap_or_else(|| UNASSIGNED.into()),
                 ChargeBy::CostCentre => l.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()),
@@ -238,7 +241,9 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
     let s = |v: &str| Cell::Str(v.to_string());
     let dec6 = |units: i128| Cell::Dec { units, decimals: 6 };
     let mut rows = Vec::with_capacity(lines.len());
-    for (i, ((account, date, kind, model, profile), l)) in lines.iter().enumerate() {
+    for (i, ((cluster, account, date, kind, model, profile), l)) in lines.iter().enumerate() {
+        // The data's cluster; rows without a configured cluster label keep `focus.cluster`.
+        let cluster = if cluster == crate::lake::schema::DEFAULT_CLUSTER { &f.cluster } else { cluster };
         let (unit, service, resource_type, what) = match kind {
             Kind::Gpu if !profile.is_empty() => ("GPU-Hours", "GPU compute", "MIG instance", format!("GPU time on {model} MIG {profile}")),
             Kind::Gpu if model.is_empty() => ("GPU-Hours", "GPU compute", "GPU", "share of idle and shared GPU cost".to_string()),
@@ -246,7 +251,7 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
             Kind::Cpu => ("Core-Hours", "CPU compute", "CPU", "CPU cores requested by GPU pods".to_string()),
             Kind::Memory => ("GiB-Hours", "Memory", "Memory", "memory requested by GPU pods".to_string()),
         };
-        let resource = [f.cluster.as_str(), account.as_str(), match kind { Kind::Gpu => model.as_str(), Kind::Cpu => "cpu", Kind::Memory => "memory" }, profile.as_str()]
+        let resource = [cluster.as_str(), account.as_str(), match kind { Kind::Gpu => model.as_str(), Kind::Cpu => "cpu", Kind::Memory => "memory" }, profile.as_str()]
             .iter()
             .filter(|p| !p.is_empty())
             .copied()
@@ -315,7 +320,7 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
             s(&Value::Object(tags).to_string()), // Tags
         ];
         row.extend([
-            s(&f.cluster),
+            s(cluster),
             s(&l.members.join(" ")),
             l.team.clone().map_or(Cell::Null, Cell::Str),
             l.cost_centre.clone().map_or(Cell::Null, Cell::Str),

@@ -67,8 +67,9 @@ pub async fn pod_idle(ctx: &SessionContext, queries: &Queries, window: &Window, 
     let shape = |detail: String| ReportError::Shape { report: R, detail };
     let lake = session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan".into()))?;
     let w = *window;
+    let cluster = crate::engine::session_cluster(ctx);
     let t = std::time::Instant::now();
-    let found = tokio::task::spawn_blocking(move || idle_runs::scan(&lake, &w, rule))
+    let found = tokio::task::spawn_blocking(move || idle_runs::scan(&lake, &w, rule, cluster.as_deref()))
         .await
         .map_err(|e| shape(format!("the idle scan stopped: {e}")))??;
     tracing::debug!("idle scan: {} rows, {} holdings, {} runs in {:.2}s", found.rows, found.holding.num_rows(), found.runs.num_rows(), t.elapsed().as_secs_f64());

@@ -32,7 +32,7 @@ use crate::timewin::Window;
 pub const HOLDING_TABLE: &str = "idle_holding";
 pub const RUNS_TABLE: &str = "idle_runs";
 
-const COLUMNS: [&str; 9] = ["ts", "step_s", "gpu_uuid", "gpu_instance_id", "gpu_model", "namespace", "pod", "share", "util_pct"];
+const COLUMNS: [&str; 10] = ["ts", "step_s", "gpu_uuid", "gpu_instance_id", "gpu_model", "namespace", "pod", "share", "util_pct", "cluster"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdleScanError {
@@ -124,7 +124,8 @@ struct ClosedRun {
 }
 
 /// One pass over `gpu_samples` in `window`.
-pub fn scan(lake: &Lake, window: &Window, rule: IdleRule) -> Result<IdleScan, IdleScanError> {
+/// Only rows of `cluster` where one is given (a null cluster is `default`).
+pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>) -> Result<IdleScan, IdleScanError> {
     let (first, last) = window.date_bounds();
     let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
     let mut strings = Interner::default();
@@ -141,10 +142,21 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule) -> Result<IdleScan, Id
         let model_ids = strings.map_values(&cols.model);
         let ns_ids = strings.map_values(&cols.ns);
         let pod_ids = strings.map_values(&cols.pod);
+        // Per dictionary value of the batch's clusters: whether its rows are read.
+        let wanted: Option<(Vec<bool>, bool)> = cluster.map(|c| {
+            let names = cols.cluster.values().as_any().downcast_ref::<arrow::array::StringArray>().map(|v| v.iter().map(|n| n == Some(c)).collect()).unwrap_or_default();
+            (names, c == crate::lake::schema::DEFAULT_CLUSTER)
+        });
         let mut cached: Option<(Key, usize)> = None;
         for i in 0..batch.num_rows() {
             if cols.pod.is_null(i) {
                 continue;
+            }
+            if let Some((names, null_wanted)) = &wanted {
+                let keep = if cols.cluster.is_null(i) { *null_wanted } else { names.get(cols.cluster.keys().value(i) as usize).copied().unwrap_or(false) };
+                if !keep {
+                    continue;
+                }
             }
             let pod = pod_ids[cols.pod.keys().value(i) as usize];
             if pod == NULL_ID {
@@ -238,6 +250,7 @@ struct Columns<'a> {
     pod: DictionaryArray<Int32Type>,
     share: &'a Float64Array,
     util: &'a Float32Array,
+    cluster: DictionaryArray<Int32Type>,
 }
 
 impl<'a> Columns<'a> {
@@ -258,6 +271,7 @@ impl<'a> Columns<'a> {
             pod: dict(b, path, "pod")?,
             share: typed(b, path, "share")?,
             util: typed(b, path, "util_pct")?,
+            cluster: dict(b, path, "cluster")?,
         })
     }
 }

@@ -11,6 +11,7 @@ use super::scheduler::Schedule;
 use super::signals::{SignalModel, UnitCursor};
 use super::workload::NamespaceSpec;
 use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotasBuilder};
+use crate::lake::rows::with_cluster;
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::Progress;
 
@@ -23,6 +24,8 @@ pub struct LakeOutput<'a> {
     pub schedule: &'a Schedule,
     pub model: &'a SignalModel<'a>,
     pub window: (i64, i64),
+    /// The `cluster` of every row.
+    pub cluster_name: &'a str,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -86,15 +89,16 @@ impl LakeOutput<'_> {
 
     fn write_day(&self, date: NaiveDate, s: i64, e: i64) -> Result<WriteStats, WriteError> {
         let mut stats = WriteStats::default();
-        let gpu = self.gpu_samples(s, e);
+        let named = |b: RecordBatch| with_cluster(b, self.cluster_name);
+        let gpu = named(self.gpu_samples(s, e));
         stats.gpu_rows = gpu.num_rows();
         write_partition(self.lake, Table::GpuSamples, date, &gpu)?;
-        let pending = self.pending_samples(s, e);
+        let pending = named(self.pending_samples(s, e));
         stats.pending_rows = pending.num_rows();
         write_partition(self.lake, Table::PendingSamples, date, &pending)?;
-        write_partition(self.lake, Table::Quotas, date, &self.quotas(s, e))?;
-        write_partition(self.lake, Table::Nodes, date, &self.nodes(s, e))?;
-        write_partition(self.lake, Table::NamespaceLabels, date, &self.namespace_labels(s, e))?;
+        write_partition(self.lake, Table::Quotas, date, &named(self.quotas(s, e)))?;
+        write_partition(self.lake, Table::Nodes, date, &named(self.nodes(s, e)))?;
+        write_partition(self.lake, Table::NamespaceLabels, date, &named(self.namespace_labels(s, e)))?;
         stats.files = 5;
         Ok(stats)
     }
@@ -195,7 +199,7 @@ impl LakeOutput<'_> {
             }
         }
         let columns: Vec<ArrayRef> = vec![std::sync::Arc::new(ts.finish()), std::sync::Arc::new(ns.finish()), std::sync::Arc::new(team.finish()), std::sync::Arc::new(cc.finish())];
-        RecordBatch::try_new(Table::NamespaceLabels.schema(), columns).expect("columns match the namespace_labels schema")
+        crate::lake::rows::table_batch(Table::NamespaceLabels, columns)
     }
 
     fn nodes(&self, s: i64, e: i64) -> RecordBatch {
@@ -264,7 +268,7 @@ impl LakeOutput<'_> {
                 });
             }
             rows += ids.len();
-            write_partition(self.lake, Table::Pods, date, &batch.finish())?;
+            write_partition(self.lake, Table::Pods, date, &with_cluster(batch.finish(), self.cluster_name))?;
         }
         Ok(rows)
     }

@@ -113,6 +113,9 @@ pub struct OmOptions {
     /// labels half-way through the window: from then on their series carry the exporter's own
     /// `namespace`/`pod`/`container` and the workload's as `exported_*`.
     pub honor_labels_flip: usize,
+    /// `cluster="<name>"` on every series (an external label of a Thanos or Mimir that holds
+    /// several clusters).
+    pub cluster: Option<String>,
 }
 
 /// How much later each further replica scrapes (ms).
@@ -158,6 +161,14 @@ impl<W: Write> OmWriter<'_, W> {
     }
 
     fn sample(&mut self, name: &str, labels: &str, value: &str, ms: i64) -> io::Result<()> {
+        let with_cluster;
+        let labels = match &self.options.cluster {
+            Some(c) => {
+                with_cluster = if labels.is_empty() { format!("cluster=\"{c}\"") } else { format!("{labels},cluster=\"{c}\"") };
+                with_cluster.as_str()
+            }
+            None => labels,
+        };
         self.samples += 1;
         if self.options.replicas <= 1 {
             return writeln!(self.out, "{name}{{{labels}}} {value} {}", ts_s(ms));
