@@ -1,7 +1,9 @@
+-- Node names are per cluster: a node of a cluster other than `default` is `cluster/node`.
 -- GPU time no pod held over [$1, $2), per node and GPU model, and its list price.
 --   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
 SELECT
-  CAST(g.node AS VARCHAR)                                                 AS node,
+  CASE WHEN g.cluster IS NULL OR CAST(g.cluster AS VARCHAR) = 'default' THEN CAST(g.node AS VARCHAR)
+       ELSE concat(CAST(g.cluster AS VARCHAR), '/', CAST(g.node AS VARCHAR)) END AS node,
   CAST(g.gpu_model AS VARCHAR)                                            AS gpu_model,
   COUNT(DISTINCT concat(CAST(g.gpu_uuid AS VARCHAR), '/', COALESCE(CAST(g.gpu_instance_id AS VARCHAR), '-'))) AS units,
   SUM(CAST(ROUND(g.share * g.step_s * 1000000) AS BIGINT))                AS gpu_us,

@@ -1,9 +1,11 @@
+-- Node names are per cluster: a node of a cluster other than `default` is `cluster/node`.
 -- Zombie memory over [$1, $2): a GPU (or MIG instance) with no pod, 0 % utilisation and more
 -- than $7 MiB of framebuffer used (a process outliving its pod), per GPU.
 --   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
 --   $7      framebuffer threshold, MiB (idle.zombie_mem_mib)
 SELECT
-  CAST(g.node AS VARCHAR)                                                 AS node,
+  CASE WHEN g.cluster IS NULL OR CAST(g.cluster AS VARCHAR) = 'default' THEN CAST(g.node AS VARCHAR)
+       ELSE concat(CAST(g.cluster AS VARCHAR), '/', CAST(g.node AS VARCHAR)) END AS node,
   CAST(g.gpu_uuid AS VARCHAR)                                             AS gpu_uuid,
   CAST(g.gpu_instance_id AS BIGINT)                                       AS gpu_instance_id,
   CAST(g.gpu_model AS VARCHAR)                                            AS gpu_model,

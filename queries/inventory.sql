@@ -1,7 +1,9 @@
+-- Node names are per cluster: a node of a cluster other than `default` is `cluster/node`.
 -- The pool seen in [$1, $2): one row per GPU (or MIG instance), from the daily inventory.
 --   $3, $4  first and last `date` partition of the window
 SELECT
-  CAST(n.node AS VARCHAR)                  AS node,
+  CASE WHEN n.cluster IS NULL OR CAST(n.cluster AS VARCHAR) = 'default' THEN CAST(n.node AS VARCHAR)
+       ELSE concat(CAST(n.cluster AS VARCHAR), '/', CAST(n.node AS VARCHAR)) END AS node,
   CAST(n.gpu_model AS VARCHAR)             AS gpu_model,
   CAST(n.gpu_uuid AS VARCHAR)              AS gpu_uuid,
   CAST(n.mig_profile AS VARCHAR)           AS mig_profile,

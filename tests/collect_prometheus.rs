@@ -662,6 +662,18 @@ fn two_clusters_in_one_prometheus() {
     eprintln!("idle GPU-h: east {east:.3} (ledger {:.3}), both {both:.3} (ledger {:.3})", want("east"), want("east") + want("west"));
     assert!((east - want("east")).abs() <= want("east") * 0.01 + 1e-3, "east's idle GPU-h {east} vs its ledger {}", want("east"));
     assert!((both - want("east") - want("west")).abs() <= (want("east") + want("west")) * 0.01 + 1e-3, "both clusters' idle GPU-h {both}");
+    // The inventory keeps the clusters' same-named nodes apart.
+    let inv = common::stdout(&common::run_ok(dir, &["--config", "c.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "csv"]));
+    let (header, lines) = common::parse_csv(&inv);
+    let at = header.iter().position(|h| h == "node").expect("node column");
+    let nodes: std::collections::BTreeSet<&str> = lines.iter().map(|l| l[at].as_str()).collect();
+    for c in ["east", "west"] {
+        let own: Vec<&&str> = nodes.iter().filter(|n| n.starts_with(&format!("{c}/"))).collect();
+        assert!(!own.is_empty(), "cluster {c}'s nodes in the inventory: {nodes:?}");
+    }
+    assert!(nodes.iter().all(|n| n.starts_with("east/") || n.starts_with("west/")), "{nodes:?}");
+    let short = |c: &str| -> std::collections::BTreeSet<String> { nodes.iter().filter_map(|n| n.strip_prefix(&format!("{c}/"))).map(str::to_string).collect() };
+    assert!(!short("east").is_disjoint(&short("west")), "the clusters share node names, kept apart: {nodes:?}");
     // FOCUS names each line's cluster.
     let focus = common::stdout(&common::run_ok(dir, &["--config", "c.toml", "report", "focus", "--from", FROM, "--to", TO, "--format", "csv"]));
     let (header, lines) = common::parse_csv(&focus);

@@ -54,6 +54,7 @@ fn gpu_batch(gpus: usize, n: usize, util: f32) -> RecordBatch {
         Arc::new(Float64Array::from(vec![1500.0; len])),
         Arc::new(Float32Array::from(vec![40.0; len])),
         Arc::new(Int32Array::from(vec![0; len])),
+        dict(vec![Some("default"); len]),
     ];
     RecordBatch::try_new(schema, columns).unwrap()
 }
@@ -76,7 +77,7 @@ fn written_file_is_sorted_compressed_and_self_describing() {
     let rg = meta.row_group(0);
     let sorting = rg.sorting_columns().expect("sorting_columns declared");
     let names: Vec<String> = sorting.iter().map(|s| file_meta.schema_descr().column(s.column_idx as usize).name().to_string()).collect();
-    assert_eq!(names, ["node", "gpu_uuid", "gpu_instance_id", "ts"]);
+    assert_eq!(names, ["cluster", "node", "gpu_uuid", "gpu_instance_id", "ts"]);
     for col in rg.columns() {
         assert!(matches!(col.compression(), Compression::ZSTD(_)), "{} is {:?}", col.column_path(), col.compression());
     }
@@ -156,4 +157,40 @@ fn mismatched_batch_is_refused_with_the_table_and_day() {
     let err = write_partition(&lake, Table::Pods, day(), &gpu_batch(1, 1, 1.0)).unwrap_err().to_string();
     assert!(err.contains("pods") && err.contains("2026-10-01"), "{err}");
     assert!(lake.files(Table::Pods).unwrap().is_empty());
+}
+
+/// A day file from before the `cluster` column: read back for a merge with the column null,
+/// queried as cluster `default` (`--cluster default` keeps its rows, another cluster none), and
+/// a file differing otherwise still refused.
+#[test]
+fn a_file_from_before_the_cluster_column_reads_as_cluster_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = Lake::new(dir.path());
+    let full = gpu_batch(2, 10, 50.0);
+    let old = full.project(&(0..full.num_columns() - 1).collect::<Vec<_>>()).unwrap();
+    assert!(old.schema().column_with_name("cluster").is_none());
+    let path = lake.partition_file(Table::GpuSamples, day());
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(File::create(&path).unwrap(), old.schema(), None).unwrap();
+    w.write(&old).unwrap();
+    w.close().unwrap();
+    let back = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day()).unwrap().expect("the day");
+    assert_eq!(back.schema(), Table::GpuSamples.schema());
+    assert_eq!(back.column_by_name("cluster").unwrap().null_count(), 20, "cluster null on every old row");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let count = |cluster: Option<&str>| -> i64 {
+        rt.block_on(async {
+            let ctx = SessionBuilder::default().cluster(cluster.map(str::to_string)).build(&lake, &Config::default()).await.unwrap();
+            let b = run_query(&ctx, "t", "SELECT count(*) FROM gpu_samples", vec![]).await.unwrap();
+            b[0].column(0).as_primitive::<arrow::datatypes::Int64Type>().value(0)
+        })
+    };
+    assert_eq!((count(None), count(Some("default")), count(Some("east"))), (20, 20, 0));
+    // Another column missing is a foreign file, not an older one.
+    let foreign = full.project(&(1..full.num_columns()).collect::<Vec<_>>()).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(File::create(&path).unwrap(), foreign.schema(), None).unwrap();
+    w.write(&foreign).unwrap();
+    w.close().unwrap();
+    let err = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day()).err().expect("refused").to_string();
+    assert!(err.contains("older or foreign schema"), "{err}");
 }

@@ -190,6 +190,9 @@ pub async fn describe(session: &SessionContext) -> datafusion::error::Result<Vec
         if column == "date" {
             return Some("day partition (YYYY-MM-DD, UTC); filter on it to read fewer files".to_string());
         }
+        if column == crate::lake::schema::CLUSTER {
+            return Some("the cluster of the row: its series' prometheus.cluster_label value, else prometheus.cluster_name; NULL (read as default) in files from before the column".to_string());
+        }
         COLUMNS.iter().find(|(t, c, _)| *t == table && *c == column).map(|(_, _, m)| m.to_string())
     };
     let mut out = Vec::new();
