@@ -370,8 +370,16 @@ fn by_cluster(results: Vec<Fetched>, cfg: &PrometheusConfig) -> BTreeMap<String,
         return BTreeMap::from([(cfg.cluster_name.clone(), results)]);
     };
     let name_of = |s: &Series| s.labels.get(label).filter(|v| !v.is_empty()).cloned();
-    let mut names: std::collections::BTreeSet<String> = results.iter().flat_map(|r| r.3.iter().filter_map(name_of)).collect();
-    let unlabelled = results.iter().map(|r| r.3.iter().filter(|s| name_of(s).is_none()).count()).sum::<usize>();
+    let mut names = std::collections::BTreeSet::new();
+    let mut unlabelled = 0usize;
+    for s in results.iter().flat_map(|r| &r.3) {
+        match name_of(s) {
+            Some(n) => {
+                names.insert(n);
+            }
+            None => unlabelled += 1,
+        }
+    }
     if unlabelled > 0 {
         tracing::warn!(
             "{unlabelled} series carry no {label} label (prometheus.cluster_label): read as cluster {} (prometheus.cluster_name)",

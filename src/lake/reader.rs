@@ -39,12 +39,17 @@ fn with_later_columns(schema: &arrow::datatypes::SchemaRef, b: RecordBatch) -> O
         return Some(b);
     }
     let mut columns = Vec::with_capacity(schema.fields().len());
+    let mut used = 0;
     for f in schema.fields() {
         match b.column_by_name(f.name()) {
-            Some(c) if c.data_type() == f.data_type() => columns.push(c.clone()),
-            None if super::schema::LATER_COLUMNS.contains(&f.name().as_str()) => columns.push(arrow::array::new_null_array(f.data_type(), b.num_rows())),
+            Some(c) if c.data_type() == f.data_type() => {
+                used += 1;
+                columns.push(c.clone());
+            }
+            None if super::schema::later_column(f.name()).is_some() => columns.push(arrow::array::new_null_array(f.data_type(), b.num_rows())),
             _ => return None,
         }
     }
-    (b.num_columns() + super::schema::LATER_COLUMNS.len() >= columns.len()).then(|| RecordBatch::try_new(schema.clone(), columns).ok()).flatten()
+    // A column the table does not have is a foreign file, not an older one.
+    (used == b.num_columns()).then(|| RecordBatch::try_new(schema.clone(), columns).ok()).flatten()
 }

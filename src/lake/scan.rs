@@ -144,8 +144,7 @@ fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnM
     for c in columns {
         match schema.index_of(c) {
             Ok(idx) => roots.push(idx),
-            Err(_) if super::schema::LATER_COLUMNS.contains(&c.as_str()) => later.push(c.clone()),
-            Err(_) => return Err(ScanError::MissingColumn { path: path.clone(), column: c.clone() }),
+            Err(_) => later.push(super::schema::later_column(c).ok_or_else(|| ScanError::MissingColumn { path: path.clone(), column: c.clone() })?),
         }
     }
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
@@ -155,9 +154,9 @@ fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnM
         if !later.is_empty() {
             let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
             let mut cols = batch.columns().to_vec();
-            for c in &later {
-                fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(c, super::schema::label_type(), true)));
-                cols.push(arrow::array::new_null_array(&super::schema::label_type(), batch.num_rows()));
+            for f in &later {
+                cols.push(arrow::array::new_null_array(f.data_type(), batch.num_rows()));
+                fields.push(std::sync::Arc::new(f.clone()));
             }
             batch = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), cols).map_err(|e| read_err(e.to_string()))?;
         }

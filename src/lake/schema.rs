@@ -189,6 +189,12 @@ pub const DEFAULT_CLUSTER: &str = "default";
 /// Columns added to the tables after their first version, read as null from older files.
 pub const LATER_COLUMNS: [&str; 1] = [CLUSTER];
 
+/// The field of `name` where it is one of [`LATER_COLUMNS`] (what an older file's missing
+/// column reads as: nulls of this type); None for a column every file has.
+pub fn later_column(name: &str) -> Option<Field> {
+    (name == CLUSTER).then(cluster)
+}
+
 fn gpu_samples_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         ts("ts", false),
