@@ -31,7 +31,7 @@ unmapped AS (
 unmapped_day AS (
   SELECT
     n.cluster, n.node, n.date,
-    SUM(n.gpu_us) AS gpu_us, SUM(n.energy_mj) AS energy_mj, SUM(n.util_gpu_us) AS util_gpu_us,
+    SUM(n.gpu_us) AS gpu_us, SUM(n.energy_mj) AS energy_mj, SUM(n.util_gpu_us) AS util_gpu_us, SUM(n.util_known_gpu_us) AS util_known_gpu_us,
     SUM(n.gpu_cost_us) AS gpu_cost_us, SUM(n.power_cost_mj) AS power_cost_mj, SUM(n.carbon_mg) AS carbon_mg,
     SUM(n.unpriced_gpu_us) AS unpriced_gpu_us
   FROM grain n
@@ -70,6 +70,7 @@ fallback AS (
     q.gpu_us,
     CAST(CAST(u.energy_mj AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT)   AS energy_mj,
     CAST(CAST(u.util_gpu_us AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT) AS util_gpu_us,
+    CAST(CAST(u.util_known_gpu_us AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT) AS util_known_gpu_us,
     q.gpu_cost_us,
     CAST(CAST(u.power_cost_mj AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12)) AS power_cost_mj,
     CAST(CAST(u.carbon_mg AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12))     AS carbon_mg,
@@ -85,13 +86,14 @@ fallback_rest AS (
     u.gpu_us - COALESCE(SUM(f.gpu_us), 0)                                          AS gpu_us,
     u.energy_mj - COALESCE(SUM(f.energy_mj), 0)                                    AS energy_mj,
     u.util_gpu_us - COALESCE(SUM(f.util_gpu_us), 0)                                AS util_gpu_us,
+    u.util_known_gpu_us - COALESCE(SUM(f.util_known_gpu_us), 0)                    AS util_known_gpu_us,
     u.gpu_cost_us - COALESCE(SUM(f.gpu_cost_us), CAST(0 AS DECIMAL(38, 12)))       AS gpu_cost_us,
     u.power_cost_mj - COALESCE(SUM(f.power_cost_mj), CAST(0 AS DECIMAL(38, 12)))   AS power_cost_mj,
     u.carbon_mg - COALESCE(SUM(f.carbon_mg), CAST(0 AS DECIMAL(38, 12)))           AS carbon_mg,
     greatest(u.unpriced_gpu_us - COALESCE(SUM(f.unpriced_gpu_us), 0), 0)          AS unpriced_gpu_us
   FROM unmapped_day u
   JOIN fallback f ON f.cluster = u.cluster AND f.node = u.node AND f.date = u.date
-  GROUP BY u.cluster, u.node, u.date, u.gpu_us, u.energy_mj, u.util_gpu_us, u.gpu_cost_us, u.power_cost_mj, u.carbon_mg, u.unpriced_gpu_us
+  GROUP BY u.cluster, u.node, u.date, u.gpu_us, u.energy_mj, u.util_gpu_us, u.util_known_gpu_us, u.gpu_cost_us, u.power_cost_mj, u.carbon_mg, u.unpriced_gpu_us
 ),
 -- CPU core-microseconds and memory GiB-microseconds requested, cut at price changes.
 cpu AS (
@@ -123,6 +125,7 @@ parts AS (
          n.gpu_us AS gpu_us,
          n.energy_mj AS energy_mj,
          n.util_gpu_us AS util_gpu_us,
+         n.util_known_gpu_us AS util_known_gpu_us,
          n.gpu_cost_us AS gpu_cost_us,
          n.power_cost_mj AS power_cost_mj,
          n.carbon_mg AS carbon_mg,
@@ -153,6 +156,7 @@ parts AS (
          f.gpu_us AS gpu_us,
          f.energy_mj AS energy_mj,
          f.util_gpu_us AS util_gpu_us,
+         f.util_known_gpu_us AS util_known_gpu_us,
          f.gpu_cost_us AS gpu_cost_us,
          f.power_cost_mj AS power_cost_mj,
          f.carbon_mg AS carbon_mg,
@@ -172,6 +176,7 @@ parts AS (
          r.gpu_us AS gpu_us,
          r.energy_mj AS energy_mj,
          r.util_gpu_us AS util_gpu_us,
+         r.util_known_gpu_us AS util_known_gpu_us,
          r.gpu_cost_us AS gpu_cost_us,
          r.power_cost_mj AS power_cost_mj,
          r.carbon_mg AS carbon_mg,
@@ -192,6 +197,7 @@ parts AS (
          CAST(0 AS BIGINT) AS gpu_us,
          CAST(0 AS BIGINT) AS energy_mj,
          CAST(0 AS BIGINT) AS util_gpu_us,
+         CAST(0 AS BIGINT) AS util_known_gpu_us,
          CAST(0 AS DECIMAL(38, 12)) AS gpu_cost_us,
          CAST(0 AS DECIMAL(38, 12)) AS power_cost_mj,
          CAST(0 AS DECIMAL(38, 12)) AS carbon_mg,
@@ -211,6 +217,7 @@ parts AS (
          CAST(0 AS BIGINT) AS gpu_us,
          CAST(0 AS BIGINT) AS energy_mj,
          CAST(0 AS BIGINT) AS util_gpu_us,
+         CAST(0 AS BIGINT) AS util_known_gpu_us,
          CAST(0 AS DECIMAL(38, 12)) AS gpu_cost_us,
          CAST(0 AS DECIMAL(38, 12)) AS power_cost_mj,
          CAST(0 AS DECIMAL(38, 12)) AS carbon_mg,
@@ -231,6 +238,7 @@ SELECT
   SUM(a.gpu_us)                AS gpu_us,
   SUM(a.energy_mj)             AS energy_mj,
   SUM(a.util_gpu_us)           AS util_gpu_us,
+  SUM(a.util_known_gpu_us)     AS util_known_gpu_us,
   SUM(a.gpu_cost_us)           AS gpu_cost_us,
   SUM(a.power_cost_mj)         AS power_cost_mj,
   SUM(a.carbon_mg)             AS carbon_mg,

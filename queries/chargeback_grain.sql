@@ -22,6 +22,7 @@ WITH priced AS (
     x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT)                         AS gpu_us,
     x.energy_mj,
     x.util_gpu_us,
+    x.util_n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT)                    AS util_known_gpu_us,
     CASE
       WHEN gm.model IS NOT NULL
         THEN CAST(x.n * CAST(ROUND(x.share / gm.slice_share * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * gm.price_per_hour
@@ -48,6 +49,7 @@ SELECT
   SUM(c.gpu_us)           AS gpu_us,
   SUM(c.energy_mj)        AS energy_mj,
   SUM(c.util_gpu_us)      AS util_gpu_us,
+  SUM(c.util_known_gpu_us) AS util_known_gpu_us,
   CAST(SUM(c.gpu_cost_us) AS DECIMAL(38, 12))   AS gpu_cost_us,
   CAST(SUM(c.power_cost_mj) AS DECIMAL(38, 12)) AS power_cost_mj,
   CAST(SUM(c.carbon_mg) AS DECIMAL(38, 12))     AS carbon_mg,

@@ -186,6 +186,11 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
             out.push(finding(Status::Warn, "prometheus", format!("{base}: build info: {e}")));
         }
     }
+    if let Some((keep, text)) = client.retention().await {
+        let horizon = chrono::Utc::now().timestamp_millis() - keep.as_millis().min(i64::MAX as u128) as i64;
+        let from = crate::collect::prometheus::fmt_ms(horizon);
+        out.push(finding(Status::Ok, "prometheus retention", format!("{text}: samples from about {from} on; a collect window starting earlier is refused")));
+    }
     let names: Vec<String> = match client.api("/api/v1/label/__name__/values", &[]).await {
         Ok(v) => v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default(),
         Err(e) => {

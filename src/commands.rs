@@ -12,7 +12,7 @@ use crate::adhoc;
 use crate::check;
 use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, RollupArgs, RunArgs, SimulateArgs, WindowArgs};
 use crate::cronjob;
-use crate::exit::UsageError;
+use crate::exit::{IncompleteData, UsageError};
 use crate::config::Config;
 use crate::engine::{parse_memory_limit, SessionBuilder};
 use crate::lake::Lake;
@@ -297,8 +297,11 @@ async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     let lake = Lake::new(args.out.join("lake"));
     let dir = args.out.join("reports").join(window.label());
     let session = ctx.session.build(&lake, &config).await?;
-    let (sections, _) = report::write_month(&session, &ctx.queries, &config, &window, &dir).await?;
-    let chargeback_table = match sections.iter().find(|r| r.name == "chargeback") {
+    let month = report::write_month(&session, &ctx.queries, &config, &window, &dir).await?;
+    if let Some(reason) = &month.incomplete {
+        tracing::warn!("the demo month's data is incomplete: {reason}");
+    }
+    let chargeback_table = match month.sections.iter().find(|r| r.name == "chargeback") {
         Some(r) => String::from_utf8(r.render(Format::Table)?).expect("utf-8"),
         None => String::new(),
     };
@@ -315,6 +318,19 @@ fn window_of(args: &WindowArgs) -> Result<Window> {
         (None, Some(f), Some(t)) => Window::new(parse_time("--from", f)?, parse_time("--to", t)?)?,
         _ => Window::month("last", Utc::now())?,
     })
+}
+
+/// Reading a lake on local disk that does not exist is a usage error naming it: a typo in
+/// `lake.path` or `--lake`, or a volume not mounted, would otherwise read as an empty month.
+fn require_lake(lake: &crate::lake::Lake) -> Result<()> {
+    if matches!(lake.store(), crate::lake::store::Store::Local) && !lake.root().exists() {
+        return Err(UsageError(format!(
+            "lake {} does not exist: nothing was collected there (a typo in lake.path or --lake? a volume not mounted?)",
+            lake.root().display()
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// Refuses an output path inside a lake on local disk (symlinks followed, the file itself or
@@ -403,25 +419,31 @@ async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
 
 async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
+    require_lake(&ctx.lake)?;
     refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
     let mut config = ctx.config.clone();
     config.chargeback_by = args.by;
-    let sections = report::build(args.kind, &session, &ctx.queries, &config, &window).await?;
+    let (sections, incomplete) = report::build_checked(args.kind, &session, &ctx.queries, &config, &window).await?;
     match &args.output {
         // Several sections to a path: the path is a folder of <section>.<ext> files.
         Some(dir) if sections.len() > 1 => {
             for s in &sections {
                 report::write_atomic(&dir.join(format!("{}.{}", s.name, args.format.extension())), &s.render(args.format)?)?;
             }
-            Ok(())
         }
-        _ => emit(&report::render_sections(&sections, args.format)?, args.format, args.output.as_deref()),
+        _ => emit(&report::render_sections(&sections, args.format)?, args.format, args.output.as_deref())?,
+    }
+    // Written, and marked in it; the exit code says it too (3), as `run` does.
+    match incomplete {
+        Some(reason) => Err(IncompleteData(reason).into()),
+        None => Ok(()),
     }
 }
 
 async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {
     let params = args.params.iter().map(|p| adhoc::parse_param(p)).collect::<Result<Vec<_>, _>>()?;
+    require_lake(&ctx.lake)?;
     let stdin_is_terminal = std::io::stdin().is_terminal();
     let sql = match (&args.sql, &args.file) {
         (Some(s), _) => s.clone(),
@@ -469,6 +491,9 @@ async fn run_cmd(ctx: &Context_, args: RunArgs) -> Result<()> {
         collect: config.run.collect && !args.no_collect,
         reports_dir: cronjob::reports_dir(&config, args.reports_dir.as_deref()),
     };
+    if !plan.collect {
+        require_lake(&ctx.lake)?;
+    }
     let (outcome, incomplete) = cronjob::run(&config, &ctx.lake, &ctx.queries, &ctx.session, ctx.progress, &plan).await?;
     let mut out = std::io::stdout().lock();
     out.write_all(outcome.summary().as_bytes())?;

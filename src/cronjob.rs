@@ -21,7 +21,7 @@ use crate::lake::Lake;
 use crate::progress::ProgressMode;
 use crate::queries::Queries;
 use crate::report::completeness::SOURCES;
-use crate::report::money::{format_units, round_ratio};
+use crate::report::money::format_units;
 use crate::report::{self, Cell};
 use crate::timewin::Window;
 
@@ -43,20 +43,13 @@ pub struct RunOutcome {
     pub chargeback_line: String,
     /// Percent present per source, in hundredths.
     pub completeness: Vec<(&'static str, i128, i64, i64)>,
+    /// The sources under the threshold, as the reports' `DATA INCOMPLETE` mark names them.
+    pub incomplete: Vec<String>,
     pub threshold_pct: f64,
     pub secs: f64,
 }
 
 impl RunOutcome {
-    pub fn incomplete_sources(&self) -> Vec<String> {
-        let threshold = (self.threshold_pct * 100.0).round() as i128;
-        self.completeness
-            .iter()
-            .filter(|(_, pct, _, _)| *pct < threshold)
-            .map(|(s, pct, present, expected)| format!("{s} {}% ({present} of {expected})", format_units(*pct, 2)))
-            .collect()
-    }
-
     /// One screen: what was collected, how complete the month is, the chargeback total and
     /// where the reports are.
     pub fn summary(&self) -> String {
@@ -93,8 +86,7 @@ impl RunOutcome {
         let mut stems: Vec<&str> = self.files.iter().filter_map(|f| f.rsplit_once('.').map(|(stem, _)| stem)).collect();
         stems.dedup();
         let _ = writeln!(s, "  reports       {} ({} files: {}; each as txt csv json md parquet; the page index.html)", self.dir.display(), self.files.len(), stems.iter().filter(|s| **s != "index").copied().collect::<Vec<_>>().join(" "));
-        let incomplete = self.incomplete_sources();
-        let _ = writeln!(s, "  status        {}", if incomplete.is_empty() { "OK".to_string() } else { format!("DATA INCOMPLETE: {}", incomplete.join(", ")) });
+        let _ = writeln!(s, "  status        {}", if self.incomplete.is_empty() { "OK".to_string() } else { format!("DATA INCOMPLETE: {}", self.incomplete.join(", ")) });
         let _ = writeln!(s, "  took          {:.1}s", self.secs);
         s
     }
@@ -147,32 +139,28 @@ pub async fn run(
 
     let ctx = session.build(lake, config).await?;
     let dir = plan.reports_dir.join(plan.window.label());
-    let (sections, files) = report::write_month(&ctx, queries, config, &plan.window, &dir).await?;
-    let chargeback = sections.iter().find(|r| r.name == "chargeback").map(|r| chargeback_line(r, config)).unwrap_or_default();
-    // The completeness report's totals, as written (not measured a second time).
-    let totals = sections.iter().find(|r| r.name == "completeness").map(|r| r.meta.clone()).unwrap_or_default();
+    let month = report::write_month(&ctx, queries, config, &plan.window, &dir).await?;
+    let chargeback = month.sections.iter().find(|r| r.name == "chargeback").map(|r| chargeback_line(r, config)).unwrap_or_default();
+    // The completeness the reports were marked by (not measured a second time).
+    let c = &month.completeness;
     let outcome = RunOutcome {
         window: plan.window,
         collected,
         dir,
-        files,
+        files: month.files,
         chargeback_line: chargeback,
         completeness: SOURCES
             .iter()
             .map(|s| {
-                let get = |k: &str| totals.get(*s).and_then(|m| m.get(k)).and_then(|v| v.as_i64()).unwrap_or(0);
-                let (e, p) = (get("expected"), get("present"));
-                (*s, if e > 0 { round_ratio(p as i128 * 100, e as i128, 2) } else { 0 }, p, e)
+                let (e, p) = c.totals(s);
+                (*s, c.pct_centi(s), p, e)
             })
             .collect(),
+        incomplete: c.short_sources(config.run.min_completeness_pct),
         threshold_pct: config.run.min_completeness_pct,
         secs: t0.elapsed().as_secs_f64(),
     };
-    let incomplete = outcome.incomplete_sources();
-    let verdict = (!incomplete.is_empty()).then(|| {
-        IncompleteData(format!("{} for {} is under run.min_completeness_pct = {}%", incomplete.join(", "), plan.window.label(), config.run.min_completeness_pct))
-    });
-    Ok((outcome, verdict))
+    Ok((outcome, month.incomplete.map(IncompleteData)))
 }
 
 /// `reports_dir` relative to the working directory unless absolute.

@@ -29,6 +29,10 @@ pub enum EngineError {
     Query { query: String, source: DataFusionError },
     #[error("engine setup: {0}")]
     Setup(String),
+    #[error("query {query}: a lake file cannot be read: {file}; restore it, or re-collect its day (collect --from DAY --to NEXT_DAY)")]
+    LakeFile { query: String, file: String, source: DataFusionError },
+    #[error("the lake's {table} holds Parquet files gpuledger did not write, which queries would read as its rows: {files}. Move them out of the lake")]
+    StrayFiles { table: &'static str, files: String },
     #[error("query {query}: no result after {secs} s on {engine} (engine.query_timeout_secs){hint}")]
     Timeout { query: String, secs: u64, engine: String, hint: &'static str },
 }
@@ -211,6 +215,14 @@ async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) ->
     let days = lake.dates(table).map_err(|e| EngineError::Setup(format!("listing {}: {e}", dir.display())))?;
     if days.is_empty() {
         return register_batches(ctx, table.name(), with_date_column(table.schema()), vec![vec![]]);
+    }
+    let stray = lake.stray_files(table).map_err(|e| EngineError::Setup(format!("listing {}: {e}", dir.display())))?;
+    if !stray.is_empty() {
+        let mut files: Vec<String> = stray.iter().take(5).map(|p| p.display().to_string()).collect();
+        if stray.len() > 5 {
+            files.push(format!("and {} more", stray.len() - 5));
+        }
+        return Err(EngineError::StrayFiles { table: table.name(), files: files.join(", ") });
     }
     register_parquet_dir(ctx, lake, table.name(), &dir, table.schema(), &["date"])
 }
@@ -514,7 +526,15 @@ pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params:
 
 /// `df.collect()`, failing with `EngineError::Timeout` past the session's query time limit.
 async fn collect_within_limit(ctx: &SessionContext, name: &str, df: datafusion::dataframe::DataFrame) -> Result<Vec<RecordBatch>> {
-    let q_err = |source| EngineError::Query { query: name.into(), source };
+    let q_err = |source: DataFusionError| {
+        // DataFusion does not say which file a Parquet error came from: find it.
+        if source.to_string().contains("Parquet error") {
+            if let Some(file) = session_lake(ctx).and_then(|lake| lake.unreadable_file()) {
+                return EngineError::LakeFile { query: name.into(), file, source };
+            }
+        }
+        EngineError::Query { query: name.into(), source }
+    };
     let Some(limit) = ctx.state().config().get_extension::<QueryLimit>() else {
         return df.collect().await.map_err(q_err);
     };

@@ -62,6 +62,7 @@ fn config_errors_name_the_key() {
 #[test]
 fn query_is_read_only() {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("lake")).unwrap();
     for sql in [
         "CREATE TABLE x AS SELECT 1",
         "INSERT INTO gpu_samples SELECT * FROM gpu_samples",
@@ -129,6 +130,7 @@ fn bad_windows_are_refused_clearly() {
 #[test]
 fn queries_folder_overrides_builtin_sql() {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("lake")).unwrap();
     std::fs::create_dir(dir.path().join("q")).unwrap();
     std::fs::write(dir.path().join("q/chargeback.sql"), "SELECT nonsense_column FROM gpu_samples").unwrap();
     let err = common::run_fail(dir.path(), &["--queries", "q", "report", "chargeback", "--month", "2026-10"]);

@@ -14,14 +14,17 @@ type Script = Box<dyn Fn(usize) -> (u16, String, Option<usize>) + Send>;
 
 const EMPTY: &str = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
 
-/// Serves `script` on a loopback port; returns the base URL and the requests' header blocks.
+/// Serves `script` on a loopback port to the queries; returns the base URL and the queries'
+/// header blocks. The status endpoints (the collector's retention probe) answer 404, as
+/// Mimir's do, outside the script and the log.
 fn stub(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
     std::thread::spawn(move || {
-        for (n, conn) in listener.incoming().enumerate() {
+        let mut n = 0;
+        for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
             let mut reader = BufReader::new(conn.try_clone().unwrap());
             let mut head = String::new();
@@ -32,8 +35,14 @@ fn stub(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
                 }
                 head.push_str(&line);
             }
+            if head.starts_with("GET /api/v1/status/") {
+                let body = r#"{"status":"error","errorType":"not_found","error":"not found"}"#;
+                let _ = write!(conn, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                continue;
+            }
             log.lock().unwrap().push(head);
             let (status, body, declared) = script(n);
+            n += 1;
             let reason = match status {
                 200 => "OK",
                 400 => "Bad Request",

@@ -34,6 +34,11 @@ struct Prom {
 
 impl Prom {
     fn start(tsdb: &Path, dir: &Path) -> Prom {
+        Prom::start_keeping(tsdb, dir, "100y")
+    }
+
+    /// A Prometheus whose `--storage.tsdb.retention.time` is `retention`.
+    fn start_keeping(tsdb: &Path, dir: &Path, retention: &str) -> Prom {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let cfg = dir.join("prometheus.yml");
         std::fs::write(&cfg, "global:\n  scrape_interval: 1m\nscrape_configs: []\n").unwrap();
@@ -41,7 +46,7 @@ impl Prom {
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", cfg.display()))
             .arg(format!("--storage.tsdb.path={}", tsdb.display()))
-            .arg("--storage.tsdb.retention.time=100y")
+            .arg(format!("--storage.tsdb.retention.time={retention}"))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
             .stderr(log)
@@ -266,11 +271,15 @@ fn replicas_relabelling_and_exporter_outages() {
     assert!(log.contains("differing only in a replica label"), "the replicas are collapsed and said so: {log}");
     assert!(log.contains("changed label convention"), "the relabelled nodes are named: {log}");
     assert!(log.contains("__unmeasured__"), "the unmeasured GPU time is logged: {log}");
-    let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+    // The outages leave 1.1% of the pool's GPU-steps unmeasured: under run.min_completeness_pct
+    // (99%), so the chargeback is written, marked DATA INCOMPLETE, and exits 3.
+    let report: Value = serde_json::from_str(&common::stdout(&common::run_incomplete(
         dir,
         &["--config", "r.toml", "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"],
     )))
     .unwrap();
+    let mark = report["data_incomplete"].as_str().expect("marked incomplete");
+    assert!(mark.starts_with("dcgm 98.") && !mark.contains("kube"), "{mark}");
     let rows = report["rows"].as_array().unwrap();
     // The pool, exactly: measured rows plus __unmeasured__.
     assert_eq!(report["conservation"]["cluster_gpu_us"].as_f64().unwrap(), ledger["cluster_gpu_seconds"].as_f64().unwrap() * 1e6, "every GPU-step of the pool once");
@@ -298,7 +307,7 @@ fn replicas_relabelling_and_exporter_outages() {
         assert!(got + hidden >= want * 0.995 - 1e-3, "{ns}: {got} GPU-h collected + {hidden} inside outages, less than the ledger's {want}");
     }
     // Completeness: the unmeasured GPU-steps are the missing ones, and the nodes are named.
-    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+    let c: Value = serde_json::from_str(&common::stdout(&common::run_incomplete(
         dir,
         &["--config", "r.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"],
     )))
@@ -505,6 +514,7 @@ fn collect_from_a_real_prometheus() {
     assert!(out.status.success(), "check: {text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("prometheus") && l.contains("answers (version 2.")), "{text}");
     assert!(text.lines().all(|l| !l.starts_with("FAIL")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("prometheus retention") && l.contains("100y: samples from about ")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("kube kube_pod_container_resource_requests")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("gpu nodes") && l.contains("every one named by DCGM")), "{text}");
 
@@ -524,7 +534,9 @@ fn collect_from_a_real_prometheus() {
     let (r, a) = (without_state(lake_tree(&dir.join("lake-r"))), without_state(lake_tree(&dir.join("lake-a"))));
     let differing: Vec<&String> = r.iter().filter(|x| !a.contains(x)).map(|(p, _)| p).chain(a.iter().filter(|x| !r.contains(x)).map(|(p, _)| p)).collect();
     assert!(differing.is_empty(), "run's collect built a different lake: {differing:?}");
-    let csv = common::stdout(&common::run_ok(dir, &["--config", "a.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
+    // (A day of October is 3.2% of it: the same threshold as run's, so neither is marked.)
+    write_config(dir, "a3.toml", &prom.url(), "lake-a", "\n[run]\nmin_completeness_pct = 3.0");
+    let csv = common::stdout(&common::run_ok(dir, &["--config", "a3.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
     assert_eq!(std::fs::read_to_string(dir.join("rep/2026-10/chargeback.csv")).unwrap(), csv);
     let reports = common::tree(&dir.join("rep"));
     let again = common::stdout(&common::run_ok(dir, &["--config", "r.toml", "run", "--month", "2026-10"]));
@@ -540,8 +552,10 @@ fn collect_from_a_real_prometheus() {
     let gpu_units = one("SELECT count(DISTINCT concat(CAST(gpu_uuid AS VARCHAR), CAST(gpu_instance_id AS VARCHAR))) FROM gpu_samples");
     let expect = [
         ["2026-10-04", "dcgm", "GPU rows", &(gpu_units * 2880).to_string(), "0", "0.00", "1440.00"],
+        ["2026-10-04", "util", "GPU rows with utilisation", &(gpu_units * 2880).to_string(), "0", "0.00", "1440.00"],
         ["2026-10-04", "kube", "steps", "2880", "0", "0.00", "1440.00"],
         ["2026-10-05", "dcgm", "GPU rows", &(gpu_units * 2880).to_string(), &(gpu_units * 2880).to_string(), "100.00", "0.00"],
+        ["2026-10-05", "util", "GPU rows with utilisation", &(gpu_units * 2880).to_string(), &(gpu_units * 2880).to_string(), "100.00", "0.00"],
         ["2026-10-05", "kube", "steps", "2880", "2880", "100.00", "0.00"],
     ];
     assert_eq!(rows, expect.map(|r| r.map(String::from).to_vec()).to_vec(), "{csv}");
@@ -574,6 +588,27 @@ fn collect_from_a_real_prometheus() {
     let last = err.lines().last().unwrap_or("");
     assert!(last.starts_with("error: query ") && last.contains(" to 2026-10-"), "cause names the query and window: {last}");
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "a failed collect changed the lake");
+
+    // 6. Retention passes: the same TSDB served again with a retention that ends after the
+    // collected day, so Prometheus drops its blocks on start. A re-collect of the day is refused
+    // before anything is fetched (exit 1, naming the retention and where it now starts), the
+    // lake keeps its copy; a window inside the retention is collected as usual.
+    let age_days = (chrono::Utc::now() - chrono::DateTime::parse_from_rfc3339(TO).unwrap().with_timezone(&chrono::Utc)).num_days();
+    assert!(age_days >= 2, "the test's day is in the past");
+    let keep = format!("{}d", age_days / 2);
+    let prom = Prom::start_keeping(&dir.join("tsdb"), dir, &keep);
+    let client = gpuledger::collect::prometheus::PromClient::new(&gpuledger::config::Config::load(&write_config(dir, "d.toml", &prom.url(), "lake-a", ""), true).unwrap().prometheus).unwrap();
+    let left = rt.block_on(client.range_vector("DCGM_FI_DEV_GPU_UTIL", s - 86_400_000, e)).unwrap();
+    assert!(left.is_empty(), "Prometheus dropped the day past its retention ({} series left)", left.len());
+    let out = common::bin().current_dir(dir).args(["--config", "d.toml", "collect", "--from", FROM, "--to", TO]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("keeps {keep} (storageRetention)")) && err.contains("collect --from ") && err.contains("nothing was fetched"), "{err}");
+    assert!(lake_tree(&dir.join("lake-a")) == tree_a, "a refused collect changed the lake");
+    write_config(dir, "h.toml", &prom.url(), "lake-h", "");
+    let recent = (chrono::Utc::now() - chrono::Duration::hours(2)).format("%Y-%m-%dT%H:00:00Z").to_string();
+    let recent_end = (chrono::Utc::now() - chrono::Duration::hours(1)).format("%Y-%m-%dT%H:00:00Z").to_string();
+    common::run_ok(dir, &["--config", "h.toml", "collect", "--from", &recent, "--to", &recent_end]);
 }
 
 /// Two clusters in one Prometheus (a Thanos or Mimir holding both, `cluster` as their external

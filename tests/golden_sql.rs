@@ -80,3 +80,36 @@ fn power_basis_and_piecewise_prices() {
     assert_eq!(a["total_cost"], a["power_cost"]);
     assert_eq!(v["total"]["total_cost"], serde_json::json!(2.22));
 }
+
+/// A utilisation that was missing (stored as null: none scraped, NaN, Inf) is measured GPU time
+/// but no utilisation: the average leaves it out instead of counting it as 0%, and completeness
+/// counts it as missing, so the report is marked and exits 3.
+#[test]
+fn a_null_utilisation_is_left_out_of_the_average_and_counted_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let golden = common::repo_root().join("fixtures/golden");
+    std::fs::copy(golden.join("gpuledger.toml"), dir.path().join("gpuledger.toml")).unwrap();
+    let csv = std::fs::read_to_string(golden.join("gpu_samples.csv")).unwrap();
+    let row = "2026-10-01T00:00:30Z,30,node-1,GPU-h100,0,NVIDIA H100 80GB HBM3,,,a,a-1,main,1,60,";
+    assert!(csv.contains(row));
+    std::fs::write(dir.path().join("s.csv"), csv.replace(row, &row.replace(",1,60,", ",1,,"))).unwrap();
+    import_csv(&Lake::new(dir.path().join("lake")), Table::GpuSamples, &dir.path().join("s.csv")).unwrap();
+    let window = ["--from", "2026-10-01T00:00:00Z", "--to", "2026-10-01T00:02:00Z"];
+    let out = common::run_incomplete(dir.path(), &[&["report", "chargeback"][..], &window, &["--format", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = v["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == "a").unwrap().clone();
+    // a: H100 80% for 30 s (its other 30 s has no value) and a 3/7 MIG instance at 70% for
+    // 4 x 30 s: (80 x 30e6 + 4 x 70 x 12,857,143) / (30e6 + 4 x 12,857,143) = 73.68%; counting the
+    // missing value as 0% would give 53.85%.
+    assert_eq!(a["avg_util_pct"], serde_json::json!(73.68), "{a}");
+    assert_eq!(a["gpu_hours"], serde_json::json!(0.0309), "the GPU time itself is all there");
+    let mark = v["data_incomplete"].as_str().unwrap();
+    // 4 units (the H100, the L4, the MIG instance and its GPU's unpartitioned rest) x 4 steps.
+    assert!(mark.starts_with("util 93.75% (15 of 16) for "), "{mark}");
+    let out = common::run_incomplete(dir.path(), &[&["report", "completeness"][..], &window, &["--format", "csv"]].concat());
+    let (_, rows) = common::parse_csv(&common::stdout(&out));
+    let util = rows.iter().find(|r| r[1] == "util").unwrap();
+    assert_eq!(&util[3..6], ["16", "15", "93.75"], "{rows:?}");
+    let dcgm = rows.iter().find(|r| r[1] == "dcgm").unwrap();
+    assert_eq!(&dcgm[3..6], ["16", "16", "100.00"], "{rows:?}");
+}

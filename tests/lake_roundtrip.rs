@@ -144,10 +144,23 @@ fn empty_lake_queries_and_reports_fine() {
         out
     });
     assert_eq!(rows, vec![0; Table::ALL.len()]);
-    let out = common::run_ok(dir.path(), &["--lake", "nothing-here", "report", "chargeback", "--month", "2026-10", "--format", "csv"]);
+    // A lake path with nothing at it is a usage error naming it (a typo, a missing mount), not
+    // an empty month.
+    for args in [&["report", "chargeback", "--month", "2026-10"][..], &["query", "SELECT count(*) FROM gpu_samples"], &["run", "--no-collect", "--month", "2026-10"]] {
+        let out = common::bin().current_dir(dir.path()).args(["--lake", "nothing-here"]).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("nothing-here") && err.contains("does not exist"), "{args:?}: {err}");
+    }
+    // An empty lake (made, nothing collected yet, as between a collect killed before it
+    // published and its rerun): the header, marked DATA INCOMPLETE, exit 3.
+    std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+    let out = common::run_incomplete(dir.path(), &["--lake", "empty", "report", "chargeback", "--month", "2026-10", "--format", "csv"]);
     let text = common::stdout(&out);
-    assert_eq!(text.lines().count(), 1, "header only: {text}");
-    assert!(text.starts_with("namespace,team,cost_centre,gpu_hours,"), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "header and the mark: {text}");
+    assert!(lines[0].starts_with("namespace,team,cost_centre,gpu_hours,"), "{text}");
+    assert!(lines[1].starts_with("\"DATA INCOMPLETE: dcgm 0.00% (0 of 0), util 0.00% (0 of 0), kube 0.00% (0 of 89280) for 2026-10"), "{text}");
 }
 
 #[test]
@@ -193,4 +206,46 @@ fn a_file_from_before_the_cluster_column_reads_as_cluster_default() {
     w.close().unwrap();
     let err = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day()).err().expect("refused").to_string();
     assert!(err.contains("older or foreign schema"), "{err}");
+}
+
+/// A lake whose files are not what gpuledger wrote: a report or query never reads it as a
+/// smaller month. A Parquet file of another table copied into a day folder, a day file cut off
+/// (a full disk, a bad copy): exit 1 naming the file. A day file deleted with its rollup kept:
+/// the report is written, marked DATA INCOMPLETE for the missing day, exit 3.
+#[test]
+fn damaged_lake_files_are_named_never_read_as_less() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::run_ok(dir, &["simulate", "--out", "s", "--gpus", "8", "--days", "2", "--seed", "3", "--start", "2026-10-01"]);
+    let window = ["--from", "2026-10-01", "--to", "2026-10-03"];
+    let report = |extra: &[&str]| common::bin().current_dir(dir).args([&["--lake", "s/lake", "report", "chargeback"][..], &window, extra].concat()).output().unwrap();
+    let query = |sql: &str| common::bin().current_dir(dir).args(["--lake", "s/lake", "query", sql]).output().unwrap();
+    let fails_naming = |out: std::process::Output, file: &str, what: &str| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(err.contains(file), "{what}: names {file}: {err}");
+    };
+    let day1 = "s/lake/gpu_samples/date=2026-10-01/gpu_samples-2026-10-01.parquet";
+    let day2 = "s/lake/gpu_samples/date=2026-10-02/gpu_samples-2026-10-02.parquet";
+    let whole = std::fs::read(dir.join(day2)).unwrap();
+
+    let stray = "s/lake/gpu_samples/date=2026-10-01/extra.parquet";
+    std::fs::copy(dir.join("s/lake/pods/date=2026-10-01/pods-2026-10-01.parquet"), dir.join(stray)).unwrap();
+    fails_naming(query("SELECT count(*) FROM gpu_samples"), stray, "a stray file, query");
+    fails_naming(report(&[]), stray, "a stray file, report");
+    std::fs::remove_file(dir.join(stray)).unwrap();
+
+    std::fs::write(dir.join(day2), &whole[..whole.len() / 2]).unwrap();
+    fails_naming(query("SELECT count(*) FROM gpu_samples"), day2, "a cut-off file, query");
+    fails_naming(report(&[]), day2, "a cut-off file, report");
+    std::fs::write(dir.join(day2), &whole).unwrap();
+
+    std::fs::remove_file(dir.join(day2)).unwrap();
+    assert!(dir.join("s/lake/_rollups/gpu_buckets/date=2026-10-02").exists(), "the day's rollup is kept");
+    let out = common::run_incomplete(dir, &[&["--lake", "s/lake", "report", "chargeback"][..], &window, &["--format", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["data_incomplete"].as_str().unwrap().starts_with("dcgm 50.00% "), "{}", v["data_incomplete"]);
+    // What the report charges is the day that is there, not the deleted day's rollup.
+    assert_eq!(v["conservation"]["cluster_gpu_us"], serde_json::json!(8i64 * 86_400 * 1_000_000), "one day of 8 GPUs");
+    assert!(dir.join(day1).exists());
 }

@@ -127,7 +127,7 @@ fn sql_buckets(rt: &tokio::runtime::Runtime, lake: &Lake, window: &Window) -> Ve
     let want = rt.block_on(async {
         let ctx = SessionBuilder::default().build(lake, &Config::default()).await.unwrap();
         // The SQL's bucket is date_bin's (nanoseconds): compare at the pass's millisecond type.
-        let wrapped = format!("SELECT cluster, namespace, node, gpu_model, mig_profile, CAST(bucket AS TIMESTAMP(3)) AS bucket, day, share, step_s, n, energy_mj, util_gpu_us FROM ({sql})");
+        let wrapped = format!("SELECT cluster, namespace, node, gpu_model, mig_profile, CAST(bucket AS TIMESTAMP(3)) AS bucket, day, share, step_s, n, energy_mj, util_gpu_us, util_n FROM ({sql})");
         run_query(&ctx, "gpu_buckets.sql", &wrapped, window_params(window)).await.unwrap()
     });
     rows(&want).into_iter().map(|r| r.replace("T", " ")).collect()

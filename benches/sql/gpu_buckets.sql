@@ -16,7 +16,8 @@ SELECT
   s.step_s                                                                AS step_s,
   COUNT(*)                                                                AS n,
   SUM(CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS BIGINT))              AS energy_mj,
-  SUM(CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT)) AS util_gpu_us
+  SUM(CAST(ROUND(COALESCE(s.util_pct, 0) * s.share * s.step_s * 1000000) AS BIGINT)) AS util_gpu_us,
+  COUNT(s.util_pct) AS util_n
 FROM gpu_samples s
 WHERE s.date >= $3 AND s.date <= $4
   AND s.ts >= $1 AND s.ts < $2

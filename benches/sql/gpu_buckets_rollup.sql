@@ -3,7 +3,7 @@
 -- window [$1, $2), days $3 to $4. gpuledger reads the same files (src/lake/rollup.rs) for
 -- every day whose rollup matches its samples and whose part of the window starts and ends on
 -- bucket edges.
-SELECT cluster, namespace, node, gpu_model, mig_profile, bucket, day, share, step_s, n, energy_mj, util_gpu_us
+SELECT cluster, namespace, node, gpu_model, mig_profile, bucket, day, share, step_s, n, energy_mj, util_gpu_us, util_n
 FROM gpu_buckets_rollup
 WHERE date >= $3 AND date <= $4
   AND bucket >= $1 AND bucket < $2

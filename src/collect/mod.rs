@@ -50,6 +50,10 @@ pub enum CollectError {
         "re-collecting {window} would replace what the lake holds with less: {losses}. Prometheus returned less than the lake has (its retention passed? a metric renamed or mistyped in [prometheus.metrics]? a wrong tenant header?); the lake is unchanged. Run collect with --replace to replace it anyway"
     )]
     WouldLose { window: String, losses: String },
+    #[error(
+        "the window {window} starts before what Prometheus still keeps: {server} keeps {retention} (storageRetention), samples from about {horizon} on. What it has dropped cannot be collected again, and the lake keeps its copy as it is; nothing was fetched. Collect from {next} or later (collect --from {next}), or raise the server's --storage.tsdb.retention.time"
+    )]
+    BeyondRetention { window: String, server: String, retention: String, horizon: String, next: String },
 }
 
 pub type Result<T, E = CollectError> = std::result::Result<T, E>;
@@ -157,6 +161,29 @@ fn held_in_lake(lake: &Lake, date: NaiveDate, w0: i64, w1: i64) -> Result<Held> 
     Ok(held)
 }
 
+/// A window that starts before the server's retention horizon (now minus its
+/// `storageRetention`) is refused before anything is fetched: what the server has dropped would
+/// come back as nothing, and the lake is then the only copy. Servers that do not state a
+/// retention (Thanos Query, Mimir) are not asked twice; the loss guard still holds there.
+async fn refuse_beyond_retention(client: &PromClient, from: i64, to: i64, step: i64, now_ms: i64) -> Result<()> {
+    let Some((keep, text)) = client.retention().await else {
+        return Ok(());
+    };
+    let horizon = now_ms - keep.as_millis().min(i64::MAX as u128) as i64;
+    if from >= horizon {
+        return Ok(());
+    }
+    // The first step boundary after the horizon, so the suggested window is on the lake grid.
+    let next = horizon.div_euclid(step) * step + step;
+    Err(CollectError::BeyondRetention {
+        window: format!("{} to {}", fmt_ms(from), fmt_ms(to)),
+        server: client.display_base().to_string(),
+        retention: text,
+        horizon: fmt_ms(horizon),
+        next: fmt_ms(next),
+    })
+}
+
 /// Runs one collection over `[from, to)`. Where the lake already holds some of the window, the
 /// new rows replace it only if they are not less (fewer measured GPU rows, or fewer rows with a
 /// metric), unless `replace`: otherwise the run fails before writing anything.
@@ -174,6 +201,7 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     let client = PromClient::new(cfg)?;
     let step = cfg.step_secs as i64 * 1000;
     tracing::info!("collecting {} to {} from {}", fmt_ms(from), fmt_ms(to), client.display_base());
+    refuse_beyond_retention(&client, from, to, step, Utc::now().timestamp_millis()).await?;
 
     // 1. Fetch everything first: nothing is written unless every query succeeded.
     let t0 = std::time::Instant::now();

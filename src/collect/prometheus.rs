@@ -166,6 +166,25 @@ impl PromClient {
         Ok(body.get("data").cloned().unwrap_or(Value::Null))
     }
 
+    /// How far back the server keeps samples, from `/api/v1/status/runtimeinfo`'s
+    /// `storageRetention` ("15d", "15d or 512MiB"; Prometheus and servers that mimic it).
+    /// `None` where the server does not say (Thanos Query, Mimir, a size-only retention) or the
+    /// endpoint fails: asked once, without retries, so a server that is down fails in the
+    /// window's queries with their own message.
+    pub async fn retention(&self) -> Option<(Duration, String)> {
+        let body = match self.get_json_tries("/api/v1/status/runtimeinfo", &[], "runtimeinfo", "now", 0).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::debug!("retention unknown: {e}");
+                return None;
+            }
+        };
+        let text = body.pointer("/data/storageRetention").and_then(Value::as_str)?;
+        let found = text.split(" or ").find_map(|part| parse_duration(part.trim()));
+        tracing::debug!("storageRetention {text:?}: {found:?}");
+        found.map(|d| (d, text.to_string()))
+    }
+
     /// `query_range` (kept for the evidence test: it double-counts after pod switches).
     pub async fn query_range(&self, query: &str, start_ms: i64, end_ms: i64, step_s: u32) -> Result<Vec<Series>> {
         let window = format!("{} to {}", fmt_ms(start_ms), fmt_ms(end_ms));
@@ -177,6 +196,10 @@ impl PromClient {
     }
 
     async fn get_json(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str) -> Result<Value> {
+        self.get_json_tries(path, params, query, window, self.retries).await
+    }
+
+    async fn get_json_tries(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str, retries: u32) -> Result<Value> {
         let url = format!("{}{}", self.base, path);
         let fail = |message: String| PromError::Query { query: query.to_string(), window: window.to_string(), message };
         let mut attempt = 0u32;
@@ -217,10 +240,10 @@ impl PromClient {
             };
             match outcome {
                 Ok(v) => return Ok(v),
-                Err((retry, message)) if retry && attempt < self.retries => {
+                Err((retry, message)) if retry && attempt < retries => {
                     attempt += 1;
                     let delay = backoff(self.backoff_ms, attempt);
-                    tracing::warn!("{query} ({window}): {message}; retry {attempt}/{} in {} ms", self.retries, delay.as_millis());
+                    tracing::warn!("{query} ({window}): {message}; retry {attempt}/{retries} in {} ms", delay.as_millis());
                     tokio::time::sleep(delay).await;
                 }
                 Err((_, message)) => {
@@ -256,6 +279,37 @@ fn without_url(e: &reqwest::Error) -> String {
 
 pub fn fmt_ms(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).unwrap_or_else(|| ms.to_string())
+}
+
+/// A Prometheus duration: `15d`, `1d12h`, `90m`, `100y` (a year is 365 days, a week 7), `500ms`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let mut total_ms: u64 = 0;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_ms: u64 = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 7 * 86_400_000,
+            "y" => 365 * 86_400_000,
+            _ => return None,
+        };
+        total_ms = total_ms.checked_add(n.checked_mul(unit_ms)?)?;
+        rest = &rest[unit_len..];
+    }
+    (total_ms > 0).then(|| Duration::from_millis(total_ms))
 }
 
 /// Parses a Prometheus sample value: numbers, `NaN`, `+Inf`, `-Inf`.
@@ -340,6 +394,18 @@ mod tests {
         assert!(s[0].samples[1].1.is_nan());
         assert!(s[0].samples[2].1.is_infinite());
         assert!(parse_matrix(&serde_json::json!({"data": {"resultType": "vector", "result": []}})).is_err());
+    }
+
+    #[test]
+    fn prometheus_durations() {
+        assert_eq!(parse_duration("15d"), Some(Duration::from_secs(15 * 86_400)));
+        assert_eq!(parse_duration("1d12h"), Some(Duration::from_secs(36 * 3_600)));
+        assert_eq!(parse_duration("100y"), Some(Duration::from_secs(100 * 365 * 86_400)));
+        assert_eq!(parse_duration("1w"), Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        for bad in ["", "0s", "15", "d", "512MiB", "1.5d", "15 d"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub fn schema() -> SchemaRef {
         Field::new("n", DataType::Int64, false),
         Field::new("energy_mj", DataType::Int64, false),
         Field::new("util_gpu_us", DataType::Int64, false),
+        // Rows with a utilisation value (a null one, stored for NaN, Inf or none scraped, is
+        // GPU time but not utilisation): averages divide by their GPU time, not by all of it.
+        Field::new("util_n", DataType::Int64, false),
     ]))
 }
 
@@ -75,6 +78,7 @@ struct Sums {
     n: i64,
     energy_mj: i64,
     util_gpu_us: i64,
+    util_n: i64,
 }
 
 /// Per-group sums of the rows folded in (one per thread; label ids from a shared `Interner`).
@@ -150,6 +154,7 @@ impl BucketSums {
             let u = if util.is_null(i) { 0.0 } else { util.value(i) as f64 };
             let s = &mut self.sums[at];
             s.n += 1;
+            s.util_n += i64::from(util.is_valid(i));
             s.energy_mj += (e * 1000.0).round() as i64;
             s.util_gpu_us += (u * share_v * step_s as f64 * 1_000_000.0).round() as i64;
         }
@@ -184,6 +189,7 @@ impl BucketSums {
             Arc::new(all.iter().map(|(_, s)| s.n).collect::<Int64Array>()),
             Arc::new(all.iter().map(|(_, s)| s.energy_mj).collect::<Int64Array>()),
             Arc::new(all.iter().map(|(_, s)| s.util_gpu_us).collect::<Int64Array>()),
+            Arc::new(all.iter().map(|(_, s)| s.util_n).collect::<Int64Array>()),
         ];
         RecordBatch::try_new(schema(), columns).expect("bucket columns match their schema")
     }

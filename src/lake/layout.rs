@@ -86,6 +86,51 @@ impl Lake {
         Ok(removed)
     }
 
+    /// Parquet files under the table's folder that gpuledger did not write (any name or place
+    /// other than `date=YYYY-MM-DD/<table>-YYYY-MM-DD.parquet`): a query would read them as the
+    /// table's rows. Locally each day folder is listed; on S3 the table in one listing.
+    pub fn stray_files(&self, table: Table) -> io::Result<Vec<PathBuf>> {
+        let dir = self.table_dir(table);
+        let all: Vec<PathBuf> = match self.store() {
+            Store::Local => {
+                let mut out = Vec::new();
+                for name in self.list(&dir)? {
+                    let sub = dir.join(&name);
+                    if sub.is_dir() {
+                        out.extend(self.list(&sub)?.into_iter().map(|n| sub.join(n)));
+                    } else {
+                        out.push(sub);
+                    }
+                }
+                out
+            }
+            #[cfg(feature = "s3")]
+            Store::S3(s) => s.list_files(self.rel(&dir)?)?.into_iter().map(|p| dir.join(p)).collect(),
+        };
+        Ok(all
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+            .filter(|p| {
+                let date = p.parent().and_then(|d| d.file_name()).and_then(|d| d.to_str()).and_then(|d| d.strip_prefix("date="));
+                let date = date.and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+                date.is_none_or(|d| *p != self.partition_file(table, d))
+            })
+            .collect())
+    }
+
+    /// The first published file of the lake whose Parquet footer cannot be read, with why: what
+    /// a query that failed on "Parquet error" read (DataFusion's message does not name it).
+    pub fn unreadable_file(&self) -> Option<String> {
+        for table in Table::ALL {
+            for path in self.files(table).ok()? {
+                if let Err(e) = self.footer(&path) {
+                    return Some(e);
+                }
+            }
+        }
+        None
+    }
+
     /// Every published Parquet file of the lake, sorted.
     pub fn files(&self, table: Table) -> io::Result<Vec<PathBuf>> {
         let mut files = Vec::new();

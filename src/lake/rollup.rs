@@ -29,7 +29,7 @@ use super::writer::WriteError;
 /// The rollups' folder under the lake root.
 pub const DIR: &str = "_rollups/gpu_buckets";
 /// Bumped when the rollup's content changes meaning; a rollup of another version is not current.
-pub const ROLLUP_VERSION: u32 = 2;
+pub const ROLLUP_VERSION: u32 = 3;
 
 const KEY_VERSION: &str = "gpuledger.rollup.version";
 const KEY_BUCKET_MS: &str = "gpuledger.rollup.bucket_ms";

@@ -95,7 +95,7 @@ impl Lake {
     }
 
     #[cfg(feature = "s3")]
-    fn rel<'a>(&self, path: &'a Path) -> io::Result<&'a Path> {
+    pub(crate) fn rel<'a>(&self, path: &'a Path) -> io::Result<&'a Path> {
         path.strip_prefix(self.root()).map_err(|_| io::Error::other(format!("{} is outside the lake {}", path.display(), self.root().display())))
     }
 

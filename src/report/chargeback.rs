@@ -67,6 +67,8 @@ pub struct Quantities {
     pub gpu_us: i64,
     pub energy_mj: i64,
     pub util_gpu_us: i64,
+    /// The GPU time `util_gpu_us` was measured over: rows with a utilisation value.
+    pub util_known_gpu_us: i64,
     pub gpu_cost: i128,
     pub power_cost: i128,
     pub carbon_mg: i128,
@@ -83,6 +85,7 @@ impl Quantities {
         self.gpu_us += o.gpu_us;
         self.energy_mj += o.energy_mj;
         self.util_gpu_us += o.util_gpu_us;
+        self.util_known_gpu_us += o.util_known_gpu_us;
         self.gpu_cost += o.gpu_cost;
         self.power_cost += o.power_cost;
         self.carbon_mg += o.carbon_mg;
@@ -158,6 +161,16 @@ impl NamespaceCharge {
 
 fn shape(detail: impl Into<String>) -> ReportError {
     ReportError::Shape { report: R, detail: detail.into() }
+}
+
+/// Average utilisation (percent, 2 decimals) of utilisation-weighted GPU time over the GPU time
+/// that had a utilisation value; no such time is no figure.
+fn avg_util(util_gpu_us: i128, known_gpu_us: i128) -> Cell {
+    if known_gpu_us > 0 {
+        Cell::Dec { units: round_ratio(util_gpu_us, known_gpu_us, 2), decimals: 2 }
+    } else {
+        Cell::Null
+    }
 }
 
 fn raw(v: (i128, u32)) -> Result<i128> {
@@ -289,6 +302,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         let int = |name| ints(R, b, name);
         let (gpu_us, energy, util, unpriced, req, core, gib) =
             (int("gpu_us")?, int("energy_mj")?, int("util_gpu_us")?, int("unpriced_gpu_us")?, int("request_based_gpu_us")?, int("core_us")?, int("gib_us")?);
+        let util_known = int("util_known_gpu_us")?;
         let dec = |name| decimals(R, b, name);
         let (gpu_cost, power, carbon, cpu, mem) = (dec("gpu_cost_us")?, dec("power_cost_mj")?, dec("carbon_mg")?, dec("cpu_cost_us")?, dec("mem_cost_us")?);
         for i in 0..b.num_rows() {
@@ -302,6 +316,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
                     gpu_us: gpu_us[i].unwrap_or(0),
                     energy_mj: energy[i].unwrap_or(0),
                     util_gpu_us: util[i].unwrap_or(0),
+                    util_known_gpu_us: util_known[i].unwrap_or(0),
                     gpu_cost: raw(gpu_cost[i])?,
                     power_cost: raw(power[i])?,
                     carbon_mg: raw(carbon[i])?,
@@ -482,7 +497,8 @@ impl Chargeback {
         let mut rows = Vec::with_capacity(keys.len());
         for (i, key) in keys.iter().enumerate() {
             let (owner, q, _, members) = vals[i];
-            let util = if q.gpu_us > 0 { round_ratio(q.util_gpu_us as i128, q.gpu_us as i128, 2) } else { 0 };
+            // Over the GPU time with a utilisation value: none (a row of unmeasured time, CPU only) is no figure, not 0%.
+            let util = avg_util(q.util_gpu_us as i128, q.util_known_gpu_us as i128);
             let mut row = vec![Cell::Str(key.0.clone())];
             match by {
                 ChargeBy::Namespace => row.extend([opt(&owner.team), opt(&owner.cost_centre)]),
@@ -490,7 +506,7 @@ impl Chargeback {
             }
             row.extend([
                 dec(hours[i], 4),
-                dec(util, 2),
+                util,
                 dec(kwh[i], 4),
                 dec(power[i], 2),
                 dec(gpu_c[i], 2),
@@ -510,6 +526,7 @@ impl Chargeback {
             rows.push(row);
         }
         let util_all: i128 = vals.iter().map(|(_, q, _, _)| q.util_gpu_us as i128).sum();
+        let util_known_all: i128 = vals.iter().map(|(_, q, _, _)| q.util_known_gpu_us as i128).sum();
         let mut total_row = vec![Cell::Str("total".into())];
         match by {
             ChargeBy::Namespace => total_row.extend([Cell::Null, Cell::Null]),
@@ -517,7 +534,7 @@ impl Chargeback {
         }
         total_row.extend([
             dec(hours_total, 4),
-            dec(round_ratio(util_all, share_basis, 2), 2),
+            avg_util(util_all, util_known_all),
             dec(kwh_total, 4),
             dec(power_total, 2),
             dec(gpu_total, 2),

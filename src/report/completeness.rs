@@ -4,8 +4,12 @@
 //!
 //! - `dcgm`: expected = GPUs (or MIG instances) seen that day x steps in the day; present =
 //!   GPU rows. A day with no rows at all is measured against the largest pool of the window.
+//! - `util`: expected as `dcgm`; present = GPU rows that carry a utilisation value (a missing,
+//!   NaN or Inf utilisation is stored as null: the row is measured time, not utilisation).
+//!   Averages of utilisation leave such rows out; this says how many there were.
 //! - `kube`: expected = steps in the day; present = steps not covered by a recorded
-//!   kube-state-metrics gap (the union over metrics).
+//!   kube-state-metrics gap (the union over metrics); none on a day that was never collected
+//!   (no GPU row and no recorded gap).
 
 use std::collections::BTreeMap;
 
@@ -22,7 +26,7 @@ use crate::engine::run_query;
 use crate::queries::Queries;
 use crate::timewin::Window;
 
-pub const SOURCES: [&str; 2] = ["dcgm", "kube"];
+pub const SOURCES: [&str; 3] = ["dcgm", "util", "kube"];
 
 /// One day of one source.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,20 +81,22 @@ fn union_ms(mut intervals: Vec<(i64, i64)>) -> i64 {
     total + cur.map_or(0, |(s, e)| e - s)
 }
 
-/// Measures `window`; `step_s` is the expected grid where a day has no rows to tell it.
-pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, step_s: u32) -> Result<Completeness> {
+/// Measures `window` up to `now` (later steps are not expected yet); `step_s` is the expected
+/// grid where a day has no rows to tell it; `util_metrics` the metrics whose recorded gaps are
+/// the utilisation's.
+pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, step_s: u32, util_metrics: &[&str], now_ms: i64) -> Result<Completeness> {
     let (first, last) = window.date_bounds();
-    let (ws, we) = (window.start.timestamp_millis(), window.end.timestamp_millis());
+    let (ws, we) = (window.start.timestamp_millis(), window.end.timestamp_millis().min(now_ms).max(window.start.timestamp_millis()));
     let params = columns::window_params(window);
     let sql = queries.get("completeness")?;
     let per_day = run_query(ctx, "completeness", &sql, params.clone()).await?;
-    // date -> (steps, rows, units, step_s)
+    // date -> (rows, util rows, units, step_s)
     let mut seen: BTreeMap<String, (i64, i64, i64, i64)> = BTreeMap::new();
     for b in &per_day {
-        let (dates, steps, rows, units, steps_s) = (col_str(b, "date")?, col_i64(b, "steps")?, col_i64(b, "gpu_rows")?, col_i64(b, "units")?, col_i64(b, "step_s")?);
+        let (dates, rows, util_rows, units, steps_s) = (col_str(b, "date")?, col_i64(b, "gpu_rows")?, col_i64(b, "util_rows")?, col_i64(b, "units")?, col_i64(b, "step_s")?);
         for i in 0..b.num_rows() {
             let d = dates[i].clone().ok_or_else(|| shape("null date"))?;
-            seen.insert(d, (steps[i], rows[i], units[i], steps_s[i]));
+            seen.insert(d, (rows[i], util_rows[i], units[i], steps_s[i]));
         }
     }
     let mut unmeasured = Vec::new();
@@ -104,9 +110,14 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
     let gap_batches = run_query(ctx, "gaps", &sql, params[..2].to_vec()).await?;
     let mut gaps: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     for b in &gap_batches {
-        let (src, s, e) = (col_str(b, "source")?, col_ts(b, "gap_start")?, col_ts(b, "gap_end")?);
+        let (src, metric, s, e) = (col_str(b, "source")?, col_str(b, "metric")?, col_ts(b, "gap_start")?, col_ts(b, "gap_end")?);
         for i in 0..b.num_rows() {
-            gaps.entry(src[i].clone().unwrap_or_default()).or_default().push((s[i], e[i]));
+            let source = src[i].clone().unwrap_or_default();
+            // The collector records a window with no utilisation as `gpu_util|engine_active`.
+            if source == "dcgm" && metric[i].as_deref().is_some_and(|m| m.split('|').any(|part| util_metrics.contains(&part))) {
+                gaps.entry("util".into()).or_default().push((s[i], e[i]));
+            }
+            gaps.entry(source).or_default().push((s[i], e[i]));
         }
     }
 
@@ -116,7 +127,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
     let mut d = first;
     while d <= last {
         let ds = d.and_time(NaiveTime::MIN).and_utc().timestamp_millis().max(ws);
-        let de = (d + Duration::days(1)).and_time(NaiveTime::MIN).and_utc().timestamp_millis().min(we);
+        let de = (d + Duration::days(1)).and_time(NaiveTime::MIN).and_utc().timestamp_millis().min(we).max(ds);
         let steps_expected = (de - ds) / (step * 1000);
         let key = d.format("%Y-%m-%d").to_string();
         let clip = |source: &str| -> i64 {
@@ -126,11 +137,16 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
             }).collect()).unwrap_or_default();
             union_ms(list)
         };
-        let (_, rows, units, _) = seen.get(&key).copied().unwrap_or((0, 0, pool, step));
+        let (rows, util_rows, units, _) = seen.get(&key).copied().unwrap_or((0, 0, pool, step));
         days.push(DayCompleteness { date: d, source: "dcgm", expected: units * steps_expected, present: rows, gap_ms: clip("dcgm") });
+        days.push(DayCompleteness { date: d, source: "util", expected: units * steps_expected, present: util_rows, gap_ms: clip("util") });
         let kube_gap = clip("kube");
         let kube_missing = (kube_gap + step * 1000 - 1) / (step * 1000);
-        days.push(DayCompleteness { date: d, source: "kube", expected: steps_expected, present: (steps_expected - kube_missing).max(0), gap_ms: kube_gap });
+        // A day with no GPU row and no recorded gap of any source was never collected: its
+        // kube-state-metrics are missing too, not whole.
+        let collected = seen.contains_key(&key) || gaps.values().flatten().any(|&(s, e)| s < de && e > ds);
+        let kube_present = if collected { (steps_expected - kube_missing).max(0) } else { 0 };
+        days.push(DayCompleteness { date: d, source: "kube", expected: steps_expected, present: kube_present, gap_ms: kube_gap });
         d += Duration::days(1);
     }
     Ok(Completeness { window: *window, step_s: step, days, unmeasured })
@@ -152,6 +168,27 @@ impl Completeness {
         }
     }
 
+    /// The sources under `threshold_pct` over the window: `dcgm 52.31% (1500 of 2868)`.
+    pub fn short_sources(&self, threshold_pct: f64) -> Vec<String> {
+        let threshold = (threshold_pct * 100.0).round() as i128;
+        SOURCES
+            .iter()
+            .filter(|s| self.pct_centi(s) < threshold)
+            .map(|s| {
+                let (e, p) = self.totals(s);
+                format!("{s} {}% ({p} of {e})", super::money::format_units(self.pct_centi(s), 2))
+            })
+            .collect()
+    }
+
+    /// Why the window's reports are made from incomplete data, if they are: a source under
+    /// `threshold_pct` of what the pool should have given (a missing day, an unreadable day, a
+    /// collect killed before it published, a metric that came back empty).
+    pub fn verdict(&self, threshold_pct: f64) -> Option<String> {
+        let short = self.short_sources(threshold_pct);
+        (!short.is_empty()).then(|| format!("{} for {} is under run.min_completeness_pct = {threshold_pct}%", short.join(", "), self.window.label()))
+    }
+
     pub fn to_report(&self) -> Report {
         let dec = |units: i128| Cell::Dec { units, decimals: 2 };
         let pct = |present: i64, expected: i64| if expected == 0 { Cell::Null } else { dec(round_ratio(present as i128 * 100, expected as i128, 2)) };
@@ -162,7 +199,7 @@ impl Completeness {
                 vec![
                     Cell::Str(d.date.format("%Y-%m-%d").to_string()),
                     Cell::Str(d.source.to_string()),
-                    Cell::Str(if d.source == "dcgm" { "GPU rows" } else { "steps" }.to_string()),
+                    Cell::Str(match d.source { "dcgm" => "GPU rows", "util" => "GPU rows with utilisation", _ => "steps" }.to_string()),
                     Cell::Int(d.expected),
                     Cell::Int(d.present),
                     pct(d.present, d.expected),

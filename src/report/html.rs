@@ -210,13 +210,16 @@ h1{font-size:24px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd
 .chart{display:block;max-width:100%;height:auto;margin:8px 0}.lbl{font-size:12px}.val{font-size:11px;fill:#333}.ax{font-size:10px;fill:#555}\
 table{border-collapse:collapse;font-size:12px;margin:8px 0}caption{text-align:left;font-weight:600;padding:4px 0}\
 th,td{border:1px solid #ddd;padding:3px 6px}th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}\
-tr.total td{font-weight:600;background:#fafafa}td:last-child{min-width:260px}.note{font-size:11px;color:#555;margin:2px 0}";
+tr.total td{font-weight:600;background:#fafafa}td:last-child{min-width:260px}.note{font-size:11px;color:#555;margin:2px 0}\
+.incomplete{font-weight:600;color:#8a1c00;background:#fff1ec;border:1px solid #e8a48f;padding:8px 12px}";
 
 /// Everything the page draws.
 pub struct MonthPage<'a> {
     pub label: &'a str,
     pub sections: &'a [Report],
     pub pool: &'a [PoolDay],
+    /// Why the month's data is incomplete, shown at the top of the page.
+    pub incomplete: Option<&'a str>,
 }
 
 impl MonthPage<'_> {
@@ -227,6 +230,9 @@ impl MonthPage<'_> {
     pub fn render(&self) -> String {
         let mut body = String::new();
         let _ = write!(body, "<h1>GPU pool {}: cost, waste and waits</h1>", esc(self.label));
+        if let Some(reason) = self.incomplete {
+            let _ = write!(body, "<p class=\"incomplete\" role=\"alert\">{}: {}</p>", super::render::DATA_INCOMPLETE, esc(reason));
+        }
         if let Some(cb) = self.section("chargeback") {
             let ns = col(cb, "namespace");
             let (cost, hours) = (col(cb, "total_cost"), col(cb, "gpu_hours"));
@@ -318,13 +324,14 @@ pub async fn pool_days(ctx: &datafusion::prelude::SessionContext, queries: &crat
     let mut out = Vec::new();
     for b in &crate::engine::run_query(ctx, r, &queries.get(r)?, window_params(window)).await? {
         let (date, all, alloc, util) = (strs(r, b, "date")?, ints(r, b, "gpu_us")?, ints(r, b, "allocated_gpu_us")?, ints(r, b, "util_gpu_us")?);
+        let known = ints(r, b, "util_known_gpu_us")?;
         for i in 0..b.num_rows() {
-            let (a, al, u) = (all[i].unwrap_or(0), alloc[i].unwrap_or(0), util[i].unwrap_or(0));
+            let (a, al, u, k) = (all[i].unwrap_or(0), alloc[i].unwrap_or(0), util[i].unwrap_or(0), known[i].unwrap_or(0));
             out.push(PoolDay {
                 date: date[i].clone().unwrap_or_default(),
                 gpu_hours: a as f64 / 3.6e9,
                 allocated_hours: al as f64 / 3.6e9,
-                util_pct: if a > 0 { u as f64 / a as f64 } else { 0.0 },
+                util_pct: if k > 0 { u as f64 / k as f64 } else { 0.0 },
             });
         }
     }

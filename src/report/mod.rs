@@ -96,9 +96,31 @@ impl ReportKind {
 #[derive(Default)]
 pub struct Shared {
     chargeback: std::sync::Mutex<Option<(crate::timewin::Window, std::sync::Arc<chargeback::Chargeback>)>>,
+    completeness: std::sync::Mutex<Option<(crate::timewin::Window, std::sync::Arc<completeness::Completeness>)>>,
 }
 
 impl Shared {
+    /// The window's completeness, measured once per run (it decides every report's verdict).
+    pub async fn completeness(
+        &self,
+        session: &datafusion::prelude::SessionContext,
+        queries: &crate::queries::Queries,
+        config: &crate::config::Config,
+        window: &crate::timewin::Window,
+    ) -> Result<std::sync::Arc<completeness::Completeness>> {
+        if let Some((w, c)) = self.completeness.lock().expect("lock").as_ref() {
+            if w == window {
+                return Ok(c.clone());
+            }
+        }
+        let m = &config.prometheus.metrics;
+        let util_metrics = [m.gpu_util.as_str(), m.engine_active.as_str()];
+        let now = chrono::Utc::now().timestamp_millis();
+        let c = std::sync::Arc::new(completeness::compute(session, queries, window, config.prometheus.step_secs, &util_metrics, now).await?);
+        *self.completeness.lock().expect("lock") = Some((*window, c.clone()));
+        Ok(c)
+    }
+
     async fn chargeback(
         &self,
         session: &datafusion::prelude::SessionContext,
@@ -156,24 +178,26 @@ pub async fn build_shared(
         ReportKind::Chargeback => vec![shared.chargeback(session, queries, window).await?.to_report(config, config.chargeback_by)],
         ReportKind::ChargebackModels => vec![chargeback_models::build(&*shared.chargeback(session, queries, window).await?, config, window)],
         ReportKind::Focus => vec![focus::build(&*shared.chargeback(session, queries, window).await?, config, window)],
-        single => vec![build_single(single, session, queries, config, window).await?],
+        ReportKind::Completeness => vec![shared.completeness(session, queries, config, window).await?.to_report()],
     })
 }
 
-async fn build_single(
+/// Report `kind` over `window`, each section marked `DATA INCOMPLETE` where the window's data
+/// falls short of `run.min_completeness_pct`; returns the sections and that reason.
+pub async fn build_checked(
     kind: ReportKind,
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
     window: &crate::timewin::Window,
-) -> Result<Report> {
-    match kind {
-        ReportKind::Completeness => {
-            let c = completeness::compute(session, queries, window, config.prometheus.step_secs).await?;
-            Ok(c.to_report())
-        }
-        other => unreachable!("{} has sections", other.name()),
+) -> Result<(Vec<Report>, Option<String>)> {
+    let shared = Shared::default();
+    let mut sections = build_shared(kind, session, queries, config, window, &shared).await?;
+    let verdict = shared.completeness(session, queries, config, window).await?.verdict(config.run.min_completeness_pct);
+    if let Some(reason) = &verdict {
+        sections.iter_mut().for_each(|s| s.mark_incomplete(reason));
     }
+    Ok((sections, verdict))
 }
 
 /// Several sections in one stream: tables and Markdown one after another, CSV separated by a
@@ -204,33 +228,48 @@ pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
     })
 }
 
-/// Every report of `window` in every format into `dir`, plus the month's page `index.html`;
-/// returns the sections and the file names written.
+/// What `write_month` wrote.
+pub struct Month {
+    pub sections: Vec<Report>,
+    pub files: Vec<String>,
+    pub completeness: std::sync::Arc<completeness::Completeness>,
+    /// Why the month's reports are marked `DATA INCOMPLETE`, if they are.
+    pub incomplete: Option<String>,
+}
+
+/// Every report of `window` in every format into `dir`, plus the month's page `index.html`,
+/// each marked `DATA INCOMPLETE` where the data falls short of `run.min_completeness_pct`.
 pub async fn write_month(
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
     window: &crate::timewin::Window,
     dir: &Path,
-) -> std::result::Result<(Vec<Report>, Vec<String>), anyhow::Error> {
+) -> std::result::Result<Month, anyhow::Error> {
     use anyhow::Context;
     let mut sections = Vec::new();
     let mut files = Vec::new();
     let shared = Shared::default();
+    // Measured first: its verdict goes into every file.
+    let completeness = shared.completeness(session, queries, config, window).await.context("report completeness")?;
+    let incomplete = completeness.verdict(config.run.min_completeness_pct);
     for kind in ReportKind::ALL {
         let t = std::time::Instant::now();
-        let built = build_shared(kind, session, queries, config, window, &shared).await.with_context(|| format!("report {}", kind.name()))?;
-        for r in &built {
+        let mut built = build_shared(kind, session, queries, config, window, &shared).await.with_context(|| format!("report {}", kind.name()))?;
+        for r in &mut built {
+            if let Some(reason) = &incomplete {
+                r.mark_incomplete(reason);
+            }
             files.extend(write_all_formats(r, dir)?);
         }
         tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
         sections.extend(built);
     }
     let pool = html::pool_days(session, queries, window).await?;
-    let page = html::MonthPage { label: &window.label(), sections: &sections, pool: &pool }.render();
+    let page = html::MonthPage { label: &window.label(), sections: &sections, pool: &pool, incomplete: incomplete.as_deref() }.render();
     write_atomic(&dir.join("index.html"), page.as_bytes())?;
     files.push("index.html".into());
-    Ok((sections, files))
+    Ok(Month { sections, files, completeness, incomplete })
 }
 
 /// Writes `report` into `dir` in every format (`<name>.txt`, `.csv`, `.json`, `.md`,

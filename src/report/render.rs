@@ -87,7 +87,27 @@ pub struct Report {
     pub meta: Map<String, Value>,
 }
 
+/// The JSON key, Parquet metadata key and note prefix that mark a report made from less data
+/// than `run.min_completeness_pct` asks for.
+pub const DATA_INCOMPLETE: &str = "DATA INCOMPLETE";
+const INCOMPLETE_KEY: &str = "data_incomplete";
+
 impl Report {
+    /// Marks the report as made from incomplete data, in every format: the first note (table,
+    /// Markdown, HTML), `data_incomplete` in JSON, a last line in CSV, a key in Parquet's
+    /// metadata.
+    pub fn mark_incomplete(&mut self, reason: &str) {
+        if self.incomplete().is_none() {
+            self.notes.insert(0, format!("{DATA_INCOMPLETE}: {reason}"));
+            self.meta.insert(INCOMPLETE_KEY.into(), Value::String(reason.to_string()));
+        }
+    }
+
+    /// Why the report is marked incomplete, if it is.
+    pub fn incomplete(&self) -> Option<&str> {
+        self.meta.get(INCOMPLETE_KEY).and_then(Value::as_str)
+    }
+
     pub fn render(&self, format: Format) -> Result<Vec<u8>> {
         Ok(match format {
             Format::Table => self.table().into_bytes(),
@@ -117,7 +137,7 @@ impl Report {
 
     fn csv(&self) -> String {
         let quote = |s: String| {
-            if s.contains([',', '"', '\n']) {
+            if s.contains([',', '"', '\n', '\r']) {
                 format!("\"{}\"", s.replace('"', "\"\""))
             } else {
                 s
@@ -127,6 +147,11 @@ impl Report {
         out.push('\n');
         for row in &self.rows {
             out.push_str(&row.iter().map(|c| quote(c.text())).collect::<Vec<_>>().join(","));
+            out.push('\n');
+        }
+        // Where a person opens the file (a spreadsheet) the mark is its last row.
+        if let Some(reason) = self.incomplete() {
+            out.push_str(&quote(format!("{DATA_INCOMPLETE}: {reason}")));
             out.push('\n');
         }
         out
@@ -224,9 +249,11 @@ impl Report {
     fn parquet(&self) -> Result<Vec<u8>> {
         let err = |detail: String| ReportError::Render { report: self.name.clone(), format: "parquet", detail };
         let batch = self.to_batch()?;
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_created_by(format!("gpuledger {}", env!("CARGO_PKG_VERSION")))
-            .build();
+        let mut props = parquet::file::properties::WriterProperties::builder().set_created_by(format!("gpuledger {}", env!("CARGO_PKG_VERSION")));
+        if let Some(reason) = self.incomplete() {
+            props = props.set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(format!("gpuledger.{INCOMPLETE_KEY}"), reason.to_string())]));
+        }
+        let props = props.build();
         let mut buf = Vec::new();
         let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).map_err(|e| err(e.to_string()))?;
         w.write(&batch).map_err(|e| err(e.to_string()))?;

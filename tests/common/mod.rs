@@ -22,6 +22,16 @@ pub fn run_ok(dir: &Path, args: &[&str]) -> Output {
     out
 }
 
+/// Runs the binary in `dir` and insists on exit 3, data incomplete: the output is written and
+/// marked, stderr says why.
+pub fn run_incomplete(dir: &Path, args: &[&str]) -> Output {
+    let out = bin().current_dir(dir).args(args).output().expect("spawn gpuledger");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "gpuledger {args:?}: want exit 3 (data incomplete): {err}\nstdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(err.contains("data incomplete: ") && err.contains("run.min_completeness_pct"), "{err}");
+    out
+}
+
 pub fn run_fail(dir: &Path, args: &[&str]) -> String {
     let out = bin().current_dir(dir).args(args).output().expect("spawn gpuledger");
     assert!(!out.status.success(), "gpuledger {args:?} should have failed; stdout: {}", String::from_utf8_lossy(&out.stdout));
