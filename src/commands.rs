@@ -459,9 +459,36 @@ async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {
     adhoc::check_read_only(&sql)?;
     refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
-    let batches = adhoc::run(&session, &sql, &params).await?;
-    let bytes = adhoc::render_batches(&batches, args.format)?;
-    emit(&bytes, args.format, args.output.as_deref())
+    // Streamed to the output as it comes (bounded by engine.max_result_rows/_bytes); a file
+    // appears, whole, only when the query finished.
+    match args.output.as_deref() {
+        Some(path) => {
+            let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
+            let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            let written = adhoc::run_to(&session, &sql, &params, args.format, &mut out).await;
+            let finished = written.map_err(anyhow::Error::from).and_then(|_| {
+                let file = out.into_inner().map_err(|e| e.into_error())?;
+                file.sync_all()?;
+                std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+            });
+            if finished.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            finished
+        }
+        None => {
+            if args.format == Format::Parquet && std::io::stdout().is_terminal() {
+                bail!("refusing to write Parquet to a terminal: use -o FILE");
+            }
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+            adhoc::run_to(&session, &sql, &params, args.format, &mut out).await?;
+            Ok(())
+        }
+    }
 }
 
 fn read_stdin() -> Result<String> {

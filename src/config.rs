@@ -442,6 +442,13 @@ pub struct EngineConfig {
     /// A query that has not finished after this many seconds fails (0: no limit). A Ballista job
     /// with no executor to run it waits for one forever; a cron job must not.
     pub query_timeout_secs: u64,
+    /// Most disk a query may spill to (sorts, joins and aggregates over the memory limit), e.g.
+    /// "4G"; "0" for no spilling at all.
+    pub spill_limit: String,
+    /// Most rows an ad hoc query (`query`, and `serve`) may return.
+    pub max_result_rows: u64,
+    /// Most bytes (Arrow's in-memory size) an ad hoc query may return, e.g. "256M".
+    pub max_result_bytes: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -518,7 +525,14 @@ impl Default for PowerPricing {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { memory_limit: "1G".into(), url: None, query_timeout_secs: 3600 }
+        EngineConfig {
+            memory_limit: "1G".into(),
+            url: None,
+            query_timeout_secs: 3600,
+            spill_limit: "4G".into(),
+            max_result_rows: 10_000_000,
+            max_result_bytes: "256M".into(),
+        }
     }
 }
 
@@ -646,7 +660,7 @@ impl Config {
         if !(p.pue.is_finite() && (1.0..=5.0).contains(&p.pue)) {
             return Err(invalid("pricing.power.pue", format!("must be between 1.0 and 5.0, got {}", p.pue)));
         }
-        if self.pricing.currency.len() != 3 {
+        if !crate::report::money::is_iso4217(&self.pricing.currency) {
             return Err(invalid("pricing.currency", format!("must be an ISO 4217 code such as USD, got {:?}", self.pricing.currency)));
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -695,6 +709,15 @@ impl Config {
                 return Err(invalid(&format!("{key}.name"), "must not be empty".into()));
             }
         }
+        if let Ok(Some((i, j, when))) = crate::tariff::first_overlap(&p.tariff) {
+            return Err(invalid(
+                &format!("pricing.power.tariff[{j}]"),
+                format!(
+                    "{:?} ({}/kWh) overlaps tariff[{i}] {:?} ({}/kWh) at {when} (both from {}): which price applies would depend on their order",
+                    p.tariff[j].name, p.tariff[j].price_per_kwh, p.tariff[i].name, p.tariff[i].price_per_kwh, p.tariff[j].effective_from
+                ),
+            ));
+        }
         SpreadPolicy::parse(&self.pricing.idle_policy).map_err(|m| invalid("pricing.idle_policy", m))?;
         SpreadPolicy::parse(&self.pricing.shared_policy).map_err(|m| invalid("pricing.shared_policy", m))?;
         for (i, ns) in self.pricing.shared_namespaces.iter().enumerate() {
@@ -728,6 +751,13 @@ impl Config {
         }
         crate::engine::parse_memory_limit(&self.engine.memory_limit)
             .map_err(|m| invalid("engine.memory_limit", m))?;
+        crate::engine::parse_memory_limit(&self.engine.spill_limit).map_err(|m| invalid("engine.spill_limit", m))?;
+        if crate::engine::parse_memory_limit(&self.engine.max_result_bytes).map_err(|m| invalid("engine.max_result_bytes", m))?.is_none() {
+            return Err(invalid("engine.max_result_bytes", "must be a size such as 256M (a result is always bounded)".into()));
+        }
+        if self.engine.max_result_rows == 0 {
+            return Err(invalid("engine.max_result_rows", "must be at least 1".into()));
+        }
         Ok(())
     }
 

@@ -31,6 +31,8 @@ pub enum EngineError {
     Setup(String),
     #[error("query {query}: a lake file cannot be read: {file}; restore it, or re-collect its day (collect --from DAY --to NEXT_DAY)")]
     LakeFile { query: String, file: String, source: DataFusionError },
+    #[error("query {query}: it spilled more than engine.spill_limit ({limit}) to disk; narrow the query (fewer rows before the sort, join or aggregate) or raise the key")]
+    SpillLimit { query: String, limit: String },
     #[error("the lake's {table} holds Parquet files gpuledger did not write, which queries would read as its rows: {files}. Move them out of the lake")]
     StrayFiles { table: &'static str, files: String },
     #[error("query {query}: no result after {secs} s on {engine} (engine.query_timeout_secs){hint}")]
@@ -62,6 +64,9 @@ pub fn parse_memory_limit(text: &str) -> std::result::Result<Option<usize>, Stri
 #[derive(Debug, Clone)]
 pub struct SessionBuilder {
     memory_limit: Option<usize>,
+    /// Disk a query may spill to; `None`: no spilling.
+    spill_limit: Option<u64>,
+    result_limits: crate::limits::ResultLimits,
     target_partitions: usize,
     engine: Engine,
     query_timeout: Option<Duration>,
@@ -90,6 +95,8 @@ impl Default for SessionBuilder {
     fn default() -> Self {
         SessionBuilder {
             memory_limit: Some(1 << 30),
+            spill_limit: Some(4 << 30),
+            result_limits: crate::limits::ResultLimits::default(),
             target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
             engine: Engine::Local,
             query_timeout: Some(Duration::from_secs(3600)),
@@ -103,7 +110,12 @@ impl SessionBuilder {
         let memory_limit = parse_memory_limit(&config.engine.memory_limit).unwrap_or(Some(1 << 30));
         let engine = config.engine.url.as_deref().map(Engine::parse).transpose().ok().flatten().unwrap_or_default();
         let query_timeout = Some(config.engine.query_timeout_secs).filter(|s| *s > 0).map(Duration::from_secs);
-        SessionBuilder { memory_limit, engine, query_timeout, ..SessionBuilder::default() }
+        let spill_limit = parse_memory_limit(&config.engine.spill_limit).unwrap_or(Some(4 << 30)).map(|b| b as u64);
+        let result_limits = crate::limits::ResultLimits {
+            rows: config.engine.max_result_rows,
+            bytes: parse_memory_limit(&config.engine.max_result_bytes).ok().flatten().map_or(256 << 20, |b| b as u64),
+        };
+        SessionBuilder { memory_limit, spill_limit, result_limits, engine, query_timeout, ..SessionBuilder::default() }
     }
 
     /// Where the SQL runs (`distributed`).
@@ -171,18 +183,37 @@ impl SessionBuilder {
                 config = config.with_extension(Arc::new(Scratch::new(lake)));
             }
         }
+        config = config.with_extension(Arc::new(self.result_limits));
         let mut runtime = RuntimeEnvBuilder::new();
         if let Some(bytes) = self.memory_limit {
             runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(bytes)));
         }
+        // Spill files count against engine.spill_limit: a query that would fill the disk fails.
+        use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+        runtime = runtime.with_disk_manager_builder(match self.spill_limit {
+            Some(bytes) => DiskManagerBuilder::default().with_max_temp_directory_size(bytes),
+            None => DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+        });
         let runtime = runtime.build_arc().map_err(|e| EngineError::Setup(e.to_string()))?;
         #[cfg(feature = "s3")]
         if let Some(crate::lake::store::Store::S3(s3)) = lake.map(|l| l.store()) {
             let (url, store) = s3.datafusion_store().map_err(|e| EngineError::Setup(e.to_string()))?;
             runtime.register_object_store(&url, store);
         }
-        Ok(SessionContext::new_with_config_rt(config, runtime))
+        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        // A value `repeat` builds is outside the memory pool: bound it to a quarter of it (the
+        // in-process engine; a Ballista executor has its own functions).
+        if self.engine.is_local() {
+            let pool = self.memory_limit.map_or(1 << 30, |b| b as u64);
+            ctx.register_udf(crate::limits::bounded_repeat(pool / 4));
+        }
+        Ok(ctx)
     }
+}
+
+/// The caps on an ad hoc query's result in this session.
+pub fn session_result_limits(ctx: &SessionContext) -> crate::limits::ResultLimits {
+    ctx.state().config().get_extension::<crate::limits::ResultLimits>().map(|l| *l).unwrap_or_default()
 }
 
 /// The lake a session was built on (for the passes that stream its files themselves).
@@ -524,17 +555,61 @@ pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params:
     collect_within_limit(ctx, name, df).await
 }
 
+/// The query's batches as they are computed (nothing collected), and the time by which the
+/// session's query time limit ends it.
+pub async fn stream_query(
+    ctx: &SessionContext,
+    name: &str,
+    sql: &str,
+    params: ParamValues,
+) -> Result<(datafusion::physical_plan::SendableRecordBatchStream, Option<tokio::time::Instant>)> {
+    let q_err = |source| EngineError::Query { query: name.into(), source };
+    let options = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
+    let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
+    let empty = match &params {
+        ParamValues::List(l) => l.is_empty(),
+        ParamValues::Map(m) => m.is_empty(),
+    };
+    let df = if empty { df } else { df.with_param_values(params).map_err(q_err)? };
+    explain_if_asked(name, &df).await.map_err(q_err)?;
+    let deadline = ctx.state().config().get_extension::<QueryLimit>().map(|l| tokio::time::Instant::now() + l.timeout);
+    let stream = df.execute_stream().await.map_err(|e| query_error(ctx, name, e))?;
+    Ok((stream, deadline))
+}
+
+/// A query's error, naming the lake file behind a Parquet error (DataFusion's message does not).
+pub fn query_error(ctx: &SessionContext, name: &str, source: DataFusionError) -> EngineError {
+    let text = source.to_string();
+    if text.contains("spilling process has exceeded the allowable limit") {
+        let limit = ctx.runtime_env().disk_manager.max_temp_directory_size();
+        return EngineError::SpillLimit { query: name.into(), limit: format!("{} MiB", limit >> 20) };
+    }
+    if text.contains("Parquet error") {
+        if let Some(file) = session_lake(ctx).and_then(|lake| lake.unreadable_file()) {
+            return EngineError::LakeFile { query: name.into(), file, source };
+        }
+    }
+    EngineError::Query { query: name.into(), source }
+}
+
+/// The error for a query past the session's time limit.
+pub fn timeout_error(ctx: &SessionContext, name: &str) -> EngineError {
+    let limit = ctx.state().config().get_extension::<QueryLimit>();
+    EngineError::Timeout {
+        query: name.into(),
+        secs: limit.as_ref().map_or(0, |l| l.timeout.as_secs()),
+        engine: match limit.as_ref().map(|l| &l.engine) {
+            Some(Engine::Remote(addr)) => format!("the Ballista scheduler at {addr}"),
+            Some(Engine::Standalone) => "the in-process Ballista cluster".into(),
+            _ => "the local engine".into(),
+        },
+        hint: if matches!(limit.as_ref().map(|l| &l.engine), Some(Engine::Remote(_))) { "; is an executor registered with the scheduler? (a job with none waits for one)" } else { "" },
+    }
+}
+
 /// `df.collect()`, failing with `EngineError::Timeout` past the session's query time limit.
 async fn collect_within_limit(ctx: &SessionContext, name: &str, df: datafusion::dataframe::DataFrame) -> Result<Vec<RecordBatch>> {
-    let q_err = |source: DataFusionError| {
-        // DataFusion does not say which file a Parquet error came from: find it.
-        if source.to_string().contains("Parquet error") {
-            if let Some(file) = session_lake(ctx).and_then(|lake| lake.unreadable_file()) {
-                return EngineError::LakeFile { query: name.into(), file, source };
-            }
-        }
-        EngineError::Query { query: name.into(), source }
-    };
+    let q_err = |source: DataFusionError| query_error(ctx, name, source);
     let Some(limit) = ctx.state().config().get_extension::<QueryLimit>() else {
         return df.collect().await.map_err(q_err);
     };

@@ -110,6 +110,31 @@ impl Tariff {
     }
 }
 
+/// Two bands in force from the same date, at different prices, that cover the same local time:
+/// `(i, j, when)` for the first such pair (config indices, `j` the later), e.g.
+/// `(0, 1, "mon 22:00")`. The first band would silently decide the price, so the config is
+/// refused instead; bands at one price may overlap (a weekend band over the nightly one).
+pub fn first_overlap(bands: &[TariffBand]) -> Result<Option<(usize, usize, String)>, String> {
+    let parsed = bands.iter().map(band).collect::<Result<Vec<_>, _>>()?;
+    const DAYS: [Weekday; 7] = [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun];
+    for j in 0..parsed.len() {
+        for i in 0..j {
+            if parsed[i].effective_from != parsed[j].effective_from || parsed[i].price == parsed[j].price {
+                continue;
+            }
+            for day in DAYS {
+                for minute in (0..24 * 60).step_by(15) {
+                    if parsed[i].covers(minute, day) && parsed[j].covers(minute, day) {
+                        let name = format!("{day}").to_lowercase();
+                        return Ok(Some((i, j, format!("{name} {:02}:{:02}", minute / 60, minute % 60))));
+                    }
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
 fn band(b: &TariffBand) -> Result<Band, String> {
     let (start, end) = parse_hours(&b.hours)?;
     Ok(Band { name: b.name.clone(), price: b.price_per_kwh, start, end, days: parse_days(&b.days)?, effective_from: b.effective_from })

@@ -44,10 +44,19 @@ fn config_errors_name_the_key() {
         ("[[pricing.cpu]]\nprice_per_hour = -0.1\n", "pricing.cpu[0].price_per_hour"),
         ("[[pricing.memory]]\nprice_per_hour = 1\n[[pricing.memory]]\nprice_per_hour = 2\n", "pricing.memory[1]"),
         ("[teams]\nns = { team = \"\" }\n", "teams.ns"),
+        ("[pricing]\ncurrency = \"XYZ\"\n", "pricing.currency"),
+        (
+            "[[pricing.power.tariff]]\nname = \"night\"\nprice_per_kwh = 0.1\nhours = \"22:00-06:00\"\n[[pricing.power.tariff]]\nname = \"early\"\nprice_per_kwh = 0.2\nhours = \"05:00-09:00\"\ndays = [\"sat\"]\n",
+            "pricing.power.tariff[1]",
+        ),
     ] {
         let e = Config::parse(toml, "t.toml").unwrap_err().to_string();
         assert!(e.contains(key), "{toml:?} names {key}: {e}");
     }
+    let e = Config::parse("[[pricing.power.tariff]]\nname = \"night\"\nprice_per_kwh = 0.1\nhours = \"22:00-06:00\"\n[[pricing.power.tariff]]\nname = \"early\"\nprice_per_kwh = 0.2\nhours = \"05:00-09:00\"\ndays = [\"sat\"]\n", "t.toml").unwrap_err().to_string();
+    assert!(e.contains("overlaps tariff[0] \"night\" (0.1/kWh) at sat 05:00"), "{e}");
+    // Bands that meet but do not overlap, and the same hours on other days, are fine.
+    Config::parse("[[pricing.power.tariff]]\nname = \"night\"\nprice_per_kwh = 0.1\nhours = \"22:00-06:00\"\ndays = [\"mon\"]\n[[pricing.power.tariff]]\nname = \"day\"\nprice_per_kwh = 0.2\nhours = \"06:00-22:00\"\ndays = [\"mon\"]\n[[pricing.power.tariff]]\nname = \"weekend\"\nprice_per_kwh = 0.05\nhours = \"00:00-24:00\"\ndays = [\"sat\", \"sun\"]\n[pricing]\ncurrency = \"EUR\"\n", "t.toml").unwrap();
     let ok = Config::parse("[teams]\na = \"x\"\nb = { team = \"y\", cost_centre = \"cc\" }\n[pricing]\nidle_policy = \"owner:platform\"\n", "t.toml").unwrap();
     assert_eq!((ok.team_of("a"), ok.team_of("b"), ok.teams["b"].cost_centre()), (Some("x"), Some("y"), Some("cc")));
 
@@ -135,4 +144,64 @@ fn queries_folder_overrides_builtin_sql() {
     std::fs::write(dir.path().join("q/chargeback.sql"), "SELECT nonsense_column FROM gpu_samples").unwrap();
     let err = common::run_fail(dir.path(), &["--queries", "q", "report", "chargeback", "--month", "2026-10"]);
     assert!(err.contains("query chargeback") && err.contains("nonsense_column"), "the override ran: {err}");
+}
+
+/// Runs the binary in `dir` and follows its peak resident memory (VmHWM) until it exits.
+fn peak_kib(dir: &std::path::Path, args: &[&str]) -> (std::process::Output, u64) {
+    let child = common::bin().current_dir(dir).args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (p, done) = (std::sync::Arc::clone(&peak), std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    let d = std::sync::Arc::clone(&done);
+    let watcher = std::thread::spawn(move || {
+        while !d.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(kib) = std::fs::read_to_string(&status).ok().and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())) {
+                p.fetch_max(kib, std::sync::atomic::Ordering::Relaxed);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    watcher.join().unwrap();
+    (out, peak.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// One finance query cannot take the pod down or fill its disk: a result too long or too large
+/// for the caps, a value `repeat` would make of a gigabyte, a sort spilling past
+/// engine.spill_limit: each ends in a clear error naming the key, under twice the memory
+/// limit, and `-o` leaves no half-written file.
+#[test]
+fn queries_are_bounded_in_rows_bytes_memory_and_spill() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("lake")).unwrap();
+    std::fs::write(dir.path().join("small.toml"), "[lake]\npath = \"lake\"\n[engine]\nmemory_limit = \"64M\"\nspill_limit = \"32M\"\n").unwrap();
+    let mib = 256u64;
+    for (args, names, limit_mib) in [
+        (&["--memory-limit", "256M", "query", "SELECT * FROM generate_series(1, 100000000)", "--format", "csv", "-o", "out.csv"][..], "engine.max_result_rows = 10000000", mib),
+        (&["--memory-limit", "256M", "query", "SELECT repeat('x', 1000) AS s FROM generate_series(1, 1000000)", "--format", "json", "-o", "out.json"], "engine.max_result_bytes = 256 MiB", mib),
+        (&["--memory-limit", "256M", "query", "SELECT length(repeat('x', 1000000000)) AS n"], "over the limit of 64 MiB", mib),
+        (
+            &["--config", "small.toml", "query", "SELECT a.value * 100000 + b.value AS v, b.value AS w FROM generate_series(1, 5000) a, generate_series(1, 5000) b ORDER BY v DESC", "--format", "csv", "-o", "out.csv"],
+            "engine.spill_limit (32 MiB)",
+            64,
+        ),
+    ] {
+        let (out, kib) = peak_kib(dir.path(), args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        eprintln!("{args:?}: exit {:?}, peak {} MiB", out.status.code(), kib >> 10);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(names), "{args:?} names {names}: {err}");
+        assert!(kib < 2 * limit_mib * 1024, "{args:?}: peak {kib} KiB, over twice {limit_mib} MiB");
+        assert!(!dir.path().join("out.csv").exists() && !dir.path().join("out.json").exists(), "no half-written result");
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".tmp")), "no temp file left");
+    }
+    // Within the caps the same streaming path writes the whole result.
+    let out = common::run_ok(dir.path(), &["query", "SELECT value FROM generate_series(1, 200000)", "--format", "csv", "-o", "ok.csv"]);
+    assert!(out.stdout.is_empty());
+    let text = std::fs::read_to_string(dir.path().join("ok.csv")).unwrap();
+    assert_eq!(text.lines().count(), 200_001);
+    assert_eq!(text.lines().last(), Some("200000"));
+    let empty = common::run_ok(dir.path(), &["query", "SELECT value AS v FROM generate_series(1, 10) WHERE value > 10", "--format", "csv"]);
+    assert_eq!(common::stdout(&empty), "v\n", "an empty result keeps its header");
 }

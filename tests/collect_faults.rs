@@ -171,3 +171,66 @@ fn second_collector_on_one_lake_is_refused() {
     assert!(err.contains("another gpuledger collect") && err.contains(&std::process::id().to_string()), "{err}");
     assert_eq!(out.status.code(), Some(4), "a held lock exits 4 (busy)");
 }
+
+/// A server that echoes what it was sent (a proxy's error page quoting the request's headers):
+/// the token, the header value and the password in the URL reach the server, and none of them
+/// any output of `collect`, `check` or `run`, at -vv or with every library's trace logs.
+#[test]
+fn secrets_echoed_by_a_server_never_reach_any_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, seen) = stub_echo();
+    let with_password = url.replacen("http://", "http://bob:pw-in-url-42@", 1);
+    config(dir.path(), &with_password);
+    let planted = ["tok-secret-123", "pw-in-url-42", "tenant-7"];
+    let mut runs = 0;
+    for verbosity in [&["-vv"][..], &[]] {
+        for args in [&["collect", "--from", "2026-10-05T00:00:00Z", "--to", "2026-10-05T01:00:00Z"][..], &["check"], &["run", "--month", "2026-10"]] {
+            let mut cmd = common::bin();
+            cmd.current_dir(dir.path()).env("GPULEDGER_TEST_TOKEN", "tok-secret-123").args(verbosity).args(args);
+            if verbosity.is_empty() {
+                cmd.env("RUST_LOG", "trace");
+            }
+            let out = cmd.output().unwrap();
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(!out.status.success() || args[0] == "check", "{args:?} against a server that only fails: {text}");
+            assert!(text.contains("<redacted>"), "{args:?}: the echoed secrets were there to leak: {text}");
+            for p in planted {
+                assert!(!text.contains(p), "{args:?} {verbosity:?}: {p} leaked:\n{text}");
+            }
+            runs += 1;
+        }
+    }
+    assert_eq!(runs, 6);
+    let heads = seen.lock().unwrap();
+    assert!(heads.iter().all(|h| h.contains("tok-secret-123") && h.contains("tenant-7")), "the server got the credentials");
+    assert!(heads.iter().all(|h| !h.contains("pw-in-url-42")), "the URL's password is not sent: the token is the auth");
+}
+
+/// A stub that answers every request 400 (a query) or 503 (a status endpoint) with an error
+/// quoting the request head.
+fn stub_echo() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            log.lock().unwrap().push(head.clone());
+            let status = if head.starts_with("GET /api/v1/status/") { 503 } else { 400 };
+            let body = serde_json::json!({"status": "error", "errorType": "bad_data", "error": format!("rejected request: {}", head.replace("\r\n", " | "))}).to_string();
+            let _ = write!(conn, "HTTP/1.1 {status} Echo\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let _ = conn.flush();
+        }
+    });
+    (url, seen)
+}

@@ -589,13 +589,19 @@ fn collect_from_a_real_prometheus() {
     assert!(last.starts_with("error: query ") && last.contains(" to 2026-10-"), "cause names the query and window: {last}");
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "a failed collect changed the lake");
 
-    // 6. Retention passes: the same TSDB served again with a retention that ends after the
-    // collected day, so Prometheus drops its blocks on start. A re-collect of the day is refused
-    // before anything is fetched (exit 1, naming the retention and where it now starts), the
-    // lake keeps its copy; a window inside the retention is collected as usual.
+    // 6. Retention passes: the same TSDB, with a sample of an hour ago added (Prometheus' time
+    // retention counts back from its newest block, as on a live server), served again with a
+    // retention that ends after the collected day, so Prometheus drops the day's blocks on
+    // start. A re-collect of the day is refused before anything is fetched (exit 1, naming the
+    // retention and where it now starts), the lake keeps its copy; a window inside the
+    // retention is collected as usual.
     let age_days = (chrono::Utc::now() - chrono::DateTime::parse_from_rfc3339(TO).unwrap().with_timezone(&chrono::Utc)).num_days();
     assert!(age_days >= 2, "the test's day is in the past");
     let keep = format!("{}d", age_days / 2);
+    let an_hour_ago = chrono::Utc::now().timestamp() - 3600;
+    std::fs::write(dir.join("recent.om"), format!("# TYPE up gauge\nup{{job=\"recent\"}} 1 {an_hour_ago}\n# EOF\n")).unwrap();
+    let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("recent.om")).arg(dir.join("tsdb")).output().unwrap();
+    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
     let prom = Prom::start_keeping(&dir.join("tsdb"), dir, &keep);
     let client = gpuledger::collect::prometheus::PromClient::new(&gpuledger::config::Config::load(&write_config(dir, "d.toml", &prom.url(), "lake-a", ""), true).unwrap().prometheus).unwrap();
     let left = rt.block_on(client.range_vector("DCGM_FI_DEV_GPU_UTIL", s - 86_400_000, e)).unwrap();
@@ -603,7 +609,7 @@ fn collect_from_a_real_prometheus() {
     let out = common::bin().current_dir(dir).args(["--config", "d.toml", "collect", "--from", FROM, "--to", TO]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(&format!("keeps {keep} (storageRetention)")) && err.contains("collect --from ") && err.contains("nothing was fetched"), "{err}");
+    assert!(err.contains(" keeps ") && err.contains(" (storageRetention), samples from about ") && err.contains("collect --from ") && err.contains("nothing was fetched"), "{err}");
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "a refused collect changed the lake");
     write_config(dir, "h.toml", &prom.url(), "lake-h", "");
     let recent = (chrono::Utc::now() - chrono::Duration::hours(2)).format("%Y-%m-%dT%H:00:00Z").to_string();

@@ -12,13 +12,17 @@ use arrow::array::RecordBatch;
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::prelude::SessionContext;
 
-use crate::engine::{run_query_with, EngineError};
+use crate::engine::EngineError;
 use crate::report::Format;
 
 pub use guard::{check_read_only, GuardError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdhocError {
+    #[error("query: {0}")]
+    TooLarge(String),
+    #[error("writing the result: {0}")]
+    Io(#[from] std::io::Error),
     #[error(transparent)]
     Guard(#[from] GuardError),
     #[error(transparent)]
@@ -46,10 +50,111 @@ pub fn param_values(params: &[(String, String)]) -> ParamValues {
     ParamValues::from(map)
 }
 
-/// Checks that `sql` is one read-only statement, then runs it with `params` bound.
+const NAME: &str = "ad hoc query";
+
+/// Checks that `sql` is one read-only statement, then runs it with `params` bound; the result
+/// is held only up to the session's caps (`engine.max_result_rows`, `engine.max_result_bytes`).
 pub async fn run(session: &SessionContext, sql: &str, params: &[(String, String)]) -> Result<Vec<RecordBatch>, AdhocError> {
     check_read_only(sql)?;
-    Ok(run_query_with(session, "ad hoc query", sql, param_values(params)).await?)
+    let mut batches = Vec::new();
+    each_batch(session, sql, params, &mut |b| {
+        batches.push(b);
+        Ok(())
+    })
+    .await?;
+    Ok(batches)
+}
+
+/// As `run`, writing the result to `out` in `format` as it streams: CSV, JSON and Parquet
+/// batch by batch (memory stays at a batch, whatever the result's size); the table and
+/// Markdown forms, which size their columns over every row, from the result held within the
+/// caps. Returns the rows written.
+pub async fn run_to(session: &SessionContext, sql: &str, params: &[(String, String)], format: Format, out: &mut (dyn std::io::Write + Send)) -> Result<u64, AdhocError> {
+    check_read_only(sql)?;
+    let err = |detail: String| AdhocError::Render { format: format.name(), detail };
+    let mut rows = 0u64;
+    match format {
+        Format::Table | Format::Md => {
+            let batches = run(session, sql, params).await?;
+            rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+            out.write_all(&render_batches(&batches, format)?)?;
+        }
+        Format::Csv => {
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(&mut *out);
+            let schema = each_batch(session, sql, params, &mut |b| {
+                rows += b.num_rows() as u64;
+                w.write(&b).map_err(|e| err(e.to_string()))
+            })
+            .await?;
+            drop(w);
+            if rows == 0 {
+                // arrow writes the header with the first batch: an empty result still has one.
+                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                out.write_all(format!("{}\n", names.join(",")).as_bytes())?;
+            }
+        }
+        Format::Json => {
+            let mut w = arrow::json::ArrayWriter::new(&mut *out);
+            each_batch(session, sql, params, &mut |b| {
+                rows += b.num_rows() as u64;
+                w.write(&b).map_err(|e| err(e.to_string()))
+            })
+            .await?;
+            w.finish().map_err(|e| err(e.to_string()))?;
+            drop(w);
+            out.write_all(b"\n")?;
+        }
+        Format::Parquet => {
+            let (mut stream, deadline) = crate::engine::stream_query(session, NAME, sql, param_values(params)).await?;
+            let mut w = parquet::arrow::ArrowWriter::try_new(&mut *out, stream.schema(), None).map_err(|e| err(e.to_string()))?;
+            drain(session, &mut stream, deadline, &mut |b| {
+                rows += b.num_rows() as u64;
+                w.write(&b).map_err(|e| err(e.to_string()))
+            })
+            .await?;
+            w.close().map_err(|e| err(e.to_string()))?;
+        }
+    }
+    out.flush()?;
+    Ok(rows)
+}
+
+/// Runs the query and hands each batch to `sink`, metered against the session's caps; returns
+/// the result's schema.
+async fn each_batch(
+    session: &SessionContext,
+    sql: &str,
+    params: &[(String, String)],
+    sink: &mut dyn FnMut(RecordBatch) -> Result<(), AdhocError>,
+) -> Result<arrow::datatypes::SchemaRef, AdhocError> {
+    let (mut stream, deadline) = crate::engine::stream_query(session, NAME, sql, param_values(params)).await?;
+    let schema = stream.schema();
+    drain(session, &mut stream, deadline, sink).await?;
+    Ok(schema)
+}
+
+async fn drain(
+    session: &SessionContext,
+    stream: &mut datafusion::physical_plan::SendableRecordBatchStream,
+    deadline: Option<tokio::time::Instant>,
+    sink: &mut dyn FnMut(RecordBatch) -> Result<(), AdhocError>,
+) -> Result<(), AdhocError> {
+    use futures::StreamExt;
+    let limits = crate::engine::session_result_limits(session);
+    let mut meter = crate::limits::ResultMeter::default();
+    loop {
+        let next = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, stream.next()).await {
+                Ok(n) => n,
+                Err(_) => return Err(crate::engine::timeout_error(session, NAME).into()),
+            },
+            None => stream.next().await,
+        };
+        let Some(batch) = next else { return Ok(()) };
+        let batch = batch.map_err(|e| crate::engine::query_error(session, NAME, e))?;
+        meter.add(&limits, batch.num_rows(), batch.get_array_memory_size()).map_err(AdhocError::TooLarge)?;
+        sink(batch)?;
+    }
 }
 
 /// Renders query results with arrow's own writers.

@@ -68,6 +68,8 @@ pub struct PromClient {
     headers: Vec<(String, String)>,
     retries: u32,
     backoff_ms: u64,
+    /// Masks the configured secrets in every message built from a response or a URL.
+    redactor: crate::redact::Redactor,
 }
 
 impl std::fmt::Debug for PromClient {
@@ -79,14 +81,11 @@ impl std::fmt::Debug for PromClient {
 
 /// `http://user:secret@host/x` -> `http://host/x` for messages.
 pub fn redact(url: &str) -> String {
-    redact_url(url)
+    crate::redact::url_userinfo(url)
 }
 
 fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(s), Some(a)) if a > s => format!("{}{}", &url[..s + 3], &url[a + 1..]),
-        _ => url.to_string(),
-    }
+    crate::redact::url_userinfo(url)
 }
 
 fn read_secret(path: &PathBuf, key: &str) -> Result<String> {
@@ -108,6 +107,12 @@ impl PromClient {
             builder = builder.add_root_certificate(cert);
         }
         let http = builder.build().map_err(|e| PromError::Setup(format!("HTTP client: {e}")))?;
+        let mut secrets: Vec<String> = cfg.headers.values().cloned().collect();
+        // Credentials in the URL become the basic-auth header, never part of a request line.
+        let in_url = crate::redact::userinfo(&cfg.url);
+        if let Some((_, Some(p))) = &in_url {
+            secrets.push(p.clone());
+        }
         let auth = if let Some(path) = &cfg.bearer_token_file {
             Some(format!("Bearer {}", read_secret(path, "prometheus.bearer_token_file")?))
         } else if let Some(var) = &cfg.bearer_token_env {
@@ -119,11 +124,20 @@ impl PromClient {
                 Some(p) => read_secret(p, "prometheus.basic_auth_password_file")?,
                 None => String::new(),
             };
+            secrets.push(password.clone());
             Some(format!("Basic {}", encode(format!("{user}:{password}").as_bytes())))
+        } else if let Some((user, password)) = &in_url {
+            use base64_engine::encode;
+            Some(format!("Basic {}", encode(format!("{user}:{}", password.as_deref().unwrap_or("")).as_bytes())))
         } else {
             None
         };
-        let base = cfg.url.trim_end_matches('/').to_string();
+        if let Some(a) = &auth {
+            // The header as sent, and its credential alone (a server may echo either).
+            secrets.push(a.clone());
+            secrets.extend(a.split_once(' ').map(|(_, v)| v.to_string()));
+        }
+        let base = redact_url(cfg.url.trim_end_matches('/'));
         Ok(PromClient {
             stats: std::sync::Arc::default(),
             http,
@@ -133,6 +147,7 @@ impl PromClient {
             headers: cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             retries: cfg.retries,
             backoff_ms: cfg.backoff_ms,
+            redactor: crate::redact::Redactor::new(secrets),
         })
     }
 
@@ -201,7 +216,7 @@ impl PromClient {
 
     async fn get_json_tries(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str, retries: u32) -> Result<Value> {
         let url = format!("{}{}", self.base, path);
-        let fail = |message: String| PromError::Query { query: query.to_string(), window: window.to_string(), message };
+        let fail = |message: String| PromError::Query { query: query.to_string(), window: window.to_string(), message: self.redactor.apply(&message) };
         let mut attempt = 0u32;
         loop {
             let mut req = self.http.get(&url).query(params);
@@ -241,6 +256,7 @@ impl PromClient {
             match outcome {
                 Ok(v) => return Ok(v),
                 Err((retry, message)) if retry && attempt < retries => {
+                    let message = self.redactor.apply(&message);
                     attempt += 1;
                     let delay = backoff(self.backoff_ms, attempt);
                     tracing::warn!("{query} ({window}): {message}; retry {attempt}/{retries} in {} ms", delay.as_millis());

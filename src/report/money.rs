@@ -51,6 +51,19 @@ pub fn format_units(units: i128, decimals: u32) -> String {
     format!("{sign}{}.{:0width$}", a / scale, a % scale, width = decimals as usize)
 }
 
+/// Active ISO 4217 currency codes (FOCUS' BillingCurrency must be one).
+const ISO_4217: &str = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN BWP BYN BZD \
+CAD CDF CHF CLP CNY COP CRC CUC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD \
+HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD \
+MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON \
+RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SLL SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH \
+UGX USD UYU UZS VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG ZWL";
+
+/// Whether `code` is an active ISO 4217 currency code (upper case, as FOCUS writes it).
+pub fn is_iso4217(code: &str) -> bool {
+    code.len() == 3 && ISO_4217.split_ascii_whitespace().any(|c| c == code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
