@@ -584,7 +584,8 @@ pub fn query_error(ctx: &SessionContext, name: &str, source: DataFusionError) ->
         let limit = ctx.runtime_env().disk_manager.max_temp_directory_size();
         return EngineError::SpillLimit { query: name.into(), limit: format!("{} MiB", limit >> 20) };
     }
-    if text.contains("Parquet error") {
+    // An execution error may come from a damaged or foreign lake file: name it if one is.
+    if text.contains("Parquet error") || text.contains("Arrow error") || text.contains("Schema error") {
         if let Some(file) = session_lake(ctx).and_then(|lake| lake.unreadable_file()) {
             return EngineError::LakeFile { query: name.into(), file, source };
         }

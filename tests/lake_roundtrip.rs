@@ -235,6 +235,10 @@ fn damaged_lake_files_are_named_never_read_as_less() {
     fails_naming(report(&[]), stray, "a stray file, report");
     std::fs::remove_file(dir.join(stray)).unwrap();
 
+    // Another table's file under a day file's own name.
+    std::fs::copy(dir.join("s/lake/pods/date=2026-10-02/pods-2026-10-02.parquet"), dir.join(day2)).unwrap();
+    fails_naming(query("SELECT count(*), sum(share) FROM gpu_samples"), day2, "another table's file, query");
+    fails_naming(report(&[]), day2, "another table's file, report");
     std::fs::write(dir.join(day2), &whole[..whole.len() / 2]).unwrap();
     fails_naming(query("SELECT count(*) FROM gpu_samples"), day2, "a cut-off file, query");
     fails_naming(report(&[]), day2, "a cut-off file, report");

@@ -118,13 +118,34 @@ impl Lake {
             .collect())
     }
 
-    /// The first published file of the lake whose Parquet footer cannot be read, with why: what
-    /// a query that failed on "Parquet error" read (DataFusion's message does not name it).
+    /// The first published file of the lake whose Parquet footer cannot be read, or whose
+    /// columns are not its table's (another table's file under this one's name), with why: what
+    /// a query that failed reading the lake read (DataFusion's message does not name it).
     pub fn unreadable_file(&self) -> Option<String> {
         for table in Table::ALL {
+            let schema = table.schema();
             for path in self.files(table).ok()? {
-                if let Err(e) = self.footer(&path) {
-                    return Some(e);
+                let (meta, _) = match self.footer(&path) {
+                    Ok(m) => m,
+                    Err(e) => return Some(e),
+                };
+                let descr = meta.file_metadata().schema_descr();
+                let columns: Vec<&str> = descr.root_schema().get_fields().iter().map(|f| f.name()).collect();
+                let foreign: Vec<&str> = columns.iter().copied().filter(|c| schema.field_with_name(c).is_err()).collect();
+                let missing: Vec<&str> = schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .filter(|n| !columns.contains(n) && super::schema::later_column(n).is_none())
+                    .collect();
+                if !foreign.is_empty() || !missing.is_empty() {
+                    return Some(format!(
+                        "{}: not a {} file (columns {} are not the table's; {} missing)",
+                        path.display(),
+                        table.name(),
+                        if foreign.is_empty() { "-".into() } else { foreign.join(", ") },
+                        if missing.is_empty() { "none".into() } else { missing.join(", ") }
+                    ));
                 }
             }
         }
