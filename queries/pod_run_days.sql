@@ -2,6 +2,8 @@
 -- pod and day it ran, with its requests. Run once per chargeback and handed to
 -- `queries/chargeback.sql` as the table `pod_run_days` (it is read there three times: the
 -- request-based GPU fallback, CPU and memory).
+-- `gpu_request` counts the pod's GPU resource: whole GPUs (`nvidia.com/gpu`) or MIG instances
+-- (`nvidia.com/mig-<n>g.<mem>`, n of the GPU's 7 compute slices, 4 on an A30).
 --   $1, $2  window start and end (TIMESTAMP, UTC), half-open; $4 the last `date` partition
 -- Pods are partitioned by creation day: every partition up to the window's last is read.
 -- A pod of a file from before the `cluster` column is in cluster `default`.
@@ -10,6 +12,7 @@ WITH runs AS (
     COALESCE(CAST(p.cluster AS VARCHAR), 'default')                 AS cluster,
     CAST(p.namespace AS VARCHAR)                                    AS namespace,
     CAST(p.node AS VARCHAR)                                         AS node,
+    CAST(p.gpu_resource AS VARCHAR)                                 AS gpu_resource,
     p.gpu_request,
     p.cpu_request,
     p.mem_request_bytes,
@@ -23,7 +26,7 @@ WITH runs AS (
     AND COALESCE(p.finished, $2) > $1
 )
 SELECT
-  r.cluster, r.namespace, r.node, r.gpu_request, r.cpu_request, r.mem_request_bytes, d.date,
+  r.cluster, r.namespace, r.node, r.gpu_resource, r.gpu_request, r.cpu_request, r.mem_request_bytes, d.date,
   greatest(r.run_from, d.day_start) AS run_from,
   least(r.run_to, d.day_end)        AS run_to
 FROM runs r

@@ -542,6 +542,14 @@ pub async fn run_query(ctx: &SessionContext, name: &str, sql: &str, params: Vec<
 
 /// Runs read-only `sql` with positional or named (`$month`) parameters bound.
 pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params: ParamValues) -> Result<Vec<RecordBatch>> {
+    let df = prepared_frame(ctx, name, sql, params).await?;
+    tracing::debug!("query {name}: running");
+    collect_within_limit(ctx, name, df).await
+}
+
+/// The read-only plan of `sql` with its parameters bound (and explained when asked): the one
+/// way every query of ours is planned.
+async fn prepared_frame(ctx: &SessionContext, name: &str, sql: &str, params: ParamValues) -> Result<datafusion::dataframe::DataFrame> {
     let q_err = |source| EngineError::Query { query: name.into(), source };
     let options = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
     let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
@@ -551,8 +559,7 @@ pub async fn run_query_with(ctx: &SessionContext, name: &str, sql: &str, params:
     };
     let df = if empty { df } else { df.with_param_values(params).map_err(q_err)? };
     explain_if_asked(name, &df).await.map_err(q_err)?;
-    tracing::debug!("query {name}: running");
-    collect_within_limit(ctx, name, df).await
+    Ok(df)
 }
 
 /// The query's batches as they are computed (nothing collected), and the time by which the
@@ -563,15 +570,7 @@ pub async fn stream_query(
     sql: &str,
     params: ParamValues,
 ) -> Result<(datafusion::physical_plan::SendableRecordBatchStream, Option<tokio::time::Instant>)> {
-    let q_err = |source| EngineError::Query { query: name.into(), source };
-    let options = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
-    let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
-    let empty = match &params {
-        ParamValues::List(l) => l.is_empty(),
-        ParamValues::Map(m) => m.is_empty(),
-    };
-    let df = if empty { df } else { df.with_param_values(params).map_err(q_err)? };
-    explain_if_asked(name, &df).await.map_err(q_err)?;
+    let df = prepared_frame(ctx, name, sql, params).await?;
     let deadline = ctx.state().config().get_extension::<QueryLimit>().map(|l| tokio::time::Instant::now() + l.timeout);
     let stream = df.execute_stream().await.map_err(|e| query_error(ctx, name, e))?;
     Ok((stream, deadline))
@@ -616,27 +615,14 @@ async fn collect_within_limit(ctx: &SessionContext, name: &str, df: datafusion::
     };
     match tokio::time::timeout(limit.timeout, df.collect()).await {
         Ok(result) => result.map_err(q_err),
-        Err(_) => Err(EngineError::Timeout {
-            query: name.into(),
-            secs: limit.timeout.as_secs(),
-            engine: match &limit.engine {
-                Engine::Local => "the local engine".into(),
-                Engine::Standalone => "the in-process Ballista cluster".into(),
-                Engine::Remote(addr) => format!("the Ballista scheduler at {addr}"),
-            },
-            hint: if matches!(limit.engine, Engine::Remote(_)) { "; is an executor registered with the scheduler? (a job with none waits for one)" } else { "" },
-        }),
+        Err(_) => Err(timeout_error(ctx, name)),
     }
 }
 
 /// As `run_query`, also returning the result's schema (known even when no row comes back).
 pub async fn run_query_schema(ctx: &SessionContext, name: &str, sql: &str, params: Vec<ScalarValue>) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-    let q_err = |source| EngineError::Query { query: name.into(), source };
-    let options = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
-    let df = ctx.sql_with_options(sql, options).await.map_err(q_err)?;
-    let df = if params.is_empty() { df } else { df.with_param_values(ParamValues::from(params)).map_err(q_err)? };
+    let df = prepared_frame(ctx, name, sql, ParamValues::from(params)).await?;
     let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-    explain_if_asked(name, &df).await.map_err(q_err)?;
     tracing::debug!("query {name}: running");
     let batches = collect_within_limit(ctx, name, df).await?;
     Ok((schema, batches))

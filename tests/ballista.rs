@@ -38,8 +38,10 @@ fn reports_on_ballista_equal_the_local_engine() {
 /// The stall of Ballista's adaptive planner (a stage re-planned between the launch of its first
 /// and second task; the scheduler then rejects the second task's status, "task metrics array
 /// size .. does not equal with the stage metrics array size ..", and waits for it forever) hit
-/// about 1 in 40 of these chargebacks. With the static planner: 20 in a row finish, equal to the
-/// local engine, and the scheduler never rejects a task's status.
+/// about 1 in 40 of these chargebacks. With the static planner every run finishes, equal to the
+/// local engine, and its log shows that the adaptive planner never ran and the scheduler never
+/// rejected a task's status (which each run checks: five runs are as good as twenty for that;
+/// the 20-in-a-row loop of the fix is in the closing note of issue 24).
 #[test]
 fn the_in_process_cluster_finishes_every_chargeback() {
     let tmp = tempfile::tempdir().unwrap();
@@ -48,7 +50,7 @@ fn the_in_process_cluster_finishes_every_chargeback() {
     std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 60\n").unwrap();
     let args = |engine: &'static str| ["--config", "engine.toml", "--lake", "sim/lake", "--engine", engine, "report", "chargeback-models", "--from", FROM, "--to", TO, "--format", "json"];
     let local = common::run_ok(dir, &args("local")).stdout;
-    for run in 1..=20 {
+    for run in 1..=5 {
         let out = common::bin().current_dir(dir).env("RUST_LOG", "info").args(args("ballista://standalone")).output().unwrap();
         let log = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "run {run}: {}", log.lines().rev().take(30).collect::<Vec<_>>().join("\n"));

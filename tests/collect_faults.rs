@@ -10,20 +10,18 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// What the stub answers to the n-th request (0-based): (status, body, declared length).
-type Script = Box<dyn Fn(usize) -> (u16, String, Option<usize>) + Send>;
+type Script = Box<dyn Fn(usize) -> Reply + Send>;
 
 const EMPTY: &str = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
 
-/// Serves `script` on a loopback port to the queries; returns the base URL and the queries'
-/// header blocks. The status endpoints (the collector's retention probe) answer 404, as
-/// Mimir's do, outside the script and the log.
-fn stub(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
+/// What the server sends back: (status, body, declared length).
+type Reply = (u16, String, Option<usize>);
+
+/// Answers each HTTP request on a loopback port with `answer(request head)`; returns the base URL.
+fn serve(mut answer: impl FnMut(&str) -> Reply + Send + 'static) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&seen);
     std::thread::spawn(move || {
-        let mut n = 0;
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
             let mut reader = BufReader::new(conn.try_clone().unwrap());
@@ -35,17 +33,11 @@ fn stub(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
                 }
                 head.push_str(&line);
             }
-            if head.starts_with("GET /api/v1/status/") {
-                let body = r#"{"status":"error","errorType":"not_found","error":"not found"}"#;
-                let _ = write!(conn, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-                continue;
-            }
-            log.lock().unwrap().push(head);
-            let (status, body, declared) = script(n);
-            n += 1;
+            let (status, body, declared) = answer(&head);
             let reason = match status {
                 200 => "OK",
                 400 => "Bad Request",
+                404 => "Not Found",
                 503 => "Service Unavailable",
                 _ => "Other",
             };
@@ -53,6 +45,24 @@ fn stub(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
             let _ = write!(conn, "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{body}");
             let _ = conn.flush();
         }
+    });
+    url
+}
+
+/// Serves `script` to the queries; returns the base URL and the queries' header blocks. The
+/// status endpoints (the collector's retention probe) answer 404, as Mimir's do, outside the
+/// script and the log.
+fn stub(script: Script) -> (String, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let mut n = 0;
+    let url = serve(move |head| {
+        if head.starts_with("GET /api/v1/status/") {
+            return (404, r#"{"status":"error","errorType":"not_found","error":"not found"}"#.into(), None);
+        }
+        log.lock().unwrap().push(head.to_string());
+        n += 1;
+        script(n - 1)
     });
     (url, seen)
 }
@@ -209,28 +219,13 @@ fn secrets_echoed_by_a_server_never_reach_any_output() {
 /// A stub that answers every request 400 (a query) or 503 (a status endpoint) with an error
 /// quoting the request head.
 fn stub_echo() -> (String, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut head = String::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                head.push_str(&line);
-            }
-            log.lock().unwrap().push(head.clone());
-            let status = if head.starts_with("GET /api/v1/status/") { 503 } else { 400 };
-            let body = serde_json::json!({"status": "error", "errorType": "bad_data", "error": format!("rejected request: {}", head.replace("\r\n", " | "))}).to_string();
-            let _ = write!(conn, "HTTP/1.1 {status} Echo\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-            let _ = conn.flush();
-        }
+    let url = serve(move |head| {
+        log.lock().unwrap().push(head.to_string());
+        let status = if head.starts_with("GET /api/v1/status/") { 503 } else { 400 };
+        let body = serde_json::json!({"status": "error", "errorType": "bad_data", "error": format!("rejected request: {}", head.replace("\r\n", " | "))}).to_string();
+        (status, body, None)
     });
     (url, seen)
 }

@@ -644,7 +644,7 @@ impl Chargeback {
         }
         if req_total > 0 {
             notes.push(format!(
-                "request-based: {} GPU-hours on nodes whose DCGM exporter reported no pods were attributed from kube-state-metrics requests x running time (rows marked request_based)",
+                "request-based: {} GPU-hours were attributed from kube-state-metrics requests x running time, on nodes whose DCGM exporter reported no pods or where no sample covered a pod bound there (rows marked request_based)",
                 format_units(req_total, 4)
             ));
         }
