@@ -295,12 +295,15 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         let date = DateTime::from_timestamp_millis(d).expect("valid").date_naive();
         let (c0, c1) = (((d.max(from) - from) / step) as usize, ((((d + DAY_MS).min(to)) - from) / step) as usize);
         let (w0, w1) = (d.max(from), (d + DAY_MS).min(to));
-        let gpu = gpu_batch(&clusters, c0, c1);
-        let mut new = Held::default();
-        new.add(&gpu, w0, w1);
+        // A day the lake holds no measured row of cannot lose any: its rows are built once, to publish.
         let old = held_in_lake(lake, date, w0, w1)?;
-        if let Some(lost) = old.lost_in(&new) {
-            losses.push(format!("{date}: {lost}"));
+        if old.rows > 0 {
+            let gpu = gpu_batch(&clusters, c0, c1);
+            let mut new = Held::default();
+            new.add(&gpu, w0, w1);
+            if let Some(lost) = old.lost_in(&new) {
+                losses.push(format!("{date}: {lost}"));
+            }
         }
         days.push((date, d, c0, c1, w0, w1));
         d += DAY_MS;
