@@ -15,7 +15,7 @@ use gpuledger::engine::SessionBuilder;
 use gpuledger::lake::Lake;
 use gpuledger::queries::Queries;
 use gpuledger::report::{self, ReportKind};
-use gpuledger::timewin::Window;
+use gpuledger::domain::window::Window;
 
 fn peak_rss_kib() -> i64 {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -30,8 +30,8 @@ async fn main() -> anyhow::Result<()> {
     let window = match std::env::var("GPULEDGER_BENCH_MONTH") {
         Ok(month) => Window::month(&month, chrono::Utc::now())?,
         Err(_) => Window::new(
-            gpuledger::timewin::parse_time("GPULEDGER_BENCH_FROM", &std::env::var("GPULEDGER_BENCH_FROM")?)?,
-            gpuledger::timewin::parse_time("GPULEDGER_BENCH_TO", &std::env::var("GPULEDGER_BENCH_TO")?)?,
+            gpuledger::domain::window::parse_time("GPULEDGER_BENCH_FROM", &std::env::var("GPULEDGER_BENCH_FROM")?)?,
+            gpuledger::domain::window::parse_time("GPULEDGER_BENCH_TO", &std::env::var("GPULEDGER_BENCH_TO")?)?,
         )?,
     };
     let repeat: usize = std::env::var("GPULEDGER_BENCH_REPEAT").ok().and_then(|r| r.parse().ok()).unwrap_or(3);

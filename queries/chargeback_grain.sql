@@ -9,7 +9,7 @@
 -- price x millijoules), so nothing depends on the order rows are added in.
 -- The rows come summed per 15-minute bucket (with its UTC `day`; and per share and step, so every per-row
 -- rounding below is the number of rows x the same rounded value) as the table `gpu_buckets`,
--- made by one pass over the day files (src/report/gpu_buckets.rs; the same in SQL:
+-- made by one pass over the day files (src/lake/passes/gpu_buckets.rs; the same in SQL:
 -- benches/sql/gpu_buckets.sql): prices change only at bucket edges (gpu_prices at UTC
 -- midnights, the tariff per bucket), so the joins see about a hundredth of the rows and price
 -- them exactly as they would row by row.

@@ -1,6 +1,6 @@
 -- Cluster totals of the GPU rows in one piece of the window: the right-hand side of the
 -- chargeback's conservation line. It reads `gpu_buckets` (the rows summed per 15-minute bucket,
--- from the lake's rollups or a pass over the samples: src/report/gpu_buckets.rs), the same
+-- from the lake's rollups or a pass over the samples: src/lake/passes/gpu_buckets.rs), the same
 -- table `chargeback_grain.sql` prices, but with no price join and no grouping, so a join that
 -- drops or duplicates rows, here or in `chargeback.sql`, shows as a mismatch. Each bucket row
 -- stands for `n` GPU rows with the same share and step, so n x the rounded per-row value is

@@ -2,7 +2,7 @@
 -- at least $6 seconds under $5 % utilisation (allocated but idle), and the shape of its
 -- utilisation (steps, idle steps, drops from busy to idle) that tells a data-starved job.
 -- The runs themselves are found in one streaming pass over gpu_samples
--- (src/report/idle_runs.rs, parameters $1, $2, $5 and $6) and handed in as two tables:
+-- (src/lake/passes/idle_runs.rs, parameters $1, $2, $5 and $6) and handed in as two tables:
 --   idle_holding  per GPU unit and pod: held_gpu_us, steps, idle_steps, drops
 --   idle_runs     per idle run of at least $6 seconds: start, steps, gpu_us
 -- An idle run's cost uses the GPU model's price at the run's start.

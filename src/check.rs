@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::collect::dcgm::Field;
+use crate::domain::dcgm_field::Field;
 use crate::collect::kube::KubeMetric;
 use crate::collect::prometheus::PromClient;
 use crate::config::{Config, PrometheusConfig};
@@ -125,9 +125,9 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
     // The passes over gpu_samples hand idle_pods.sql and chargeback_grain.sql their tables:
     // register them (empty).
     for (name, schema) in [
-        (crate::report::idle_runs::HOLDING_TABLE, crate::report::idle_runs::holding_schema()),
-        (crate::report::idle_runs::RUNS_TABLE, crate::report::idle_runs::runs_schema()),
-        (crate::report::gpu_buckets::TABLE, crate::report::gpu_buckets::schema()),
+        (crate::lake::passes::idle_runs::HOLDING_TABLE, crate::lake::passes::idle_runs::holding_schema()),
+        (crate::lake::passes::idle_runs::RUNS_TABLE, crate::lake::passes::idle_runs::runs_schema()),
+        (crate::lake::passes::gpu_buckets::TABLE, crate::lake::passes::gpu_buckets::schema()),
     ] {
         if let Ok(t) = datafusion::datasource::MemTable::try_new(schema, vec![vec![]]) {
             let _ = ctx.register_table(name, std::sync::Arc::new(t));
@@ -203,8 +203,8 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
         let bare = m.split('{').next().unwrap_or(m);
         names.iter().any(|n| n == bare)
     };
-    let util = Field::Util.metric(cfg);
-    let engine = Field::EngineActive.metric(cfg);
+    let util = cfg.metrics.of(Field::Util);
+    let engine = cfg.metrics.of(Field::EngineActive);
     out.push(match (has(util), has(engine)) {
         (true, _) | (_, true) => finding(Status::Ok, "dcgm utilisation", format!("{}{}", if has(util) { util } else { "" }, if has(engine) { format!(" {engine} (MIG)") } else { String::new() })),
         _ => finding(Status::Fail, "dcgm utilisation", format!("neither {util} nor {engine} exists: is dcgm-exporter scraped? (prometheus.metrics.gpu_util)")),
@@ -217,7 +217,7 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
         (Field::Temp, "temp", false),
         (Field::Xid, "xid", false),
     ] {
-        let m = field.metric(cfg);
+        let m = cfg.metrics.of(field);
         out.push(if has(m) {
             finding(Status::Ok, format!("dcgm {key}"), m)
         } else if required {
@@ -259,7 +259,7 @@ async fn check_gpu_nodes(client: &PromClient, cfg: &PrometheusConfig) -> Finding
     };
     let mut dcgm = std::collections::BTreeSet::new();
     for label in &cfg.labels.node {
-        for metric in [Field::Util.metric(cfg), Field::EngineActive.metric(cfg)] {
+        for metric in [cfg.metrics.of(Field::Util), cfg.metrics.of(Field::EngineActive)] {
             match values(label.clone(), metric.to_string()).await {
                 Ok(v) => dcgm.extend(v),
                 Err(e) => return finding(Status::Warn, "gpu nodes", format!("listing DCGM's {label} values: {e}")),

@@ -234,7 +234,7 @@ pub struct ReportArgs {
     pub output: Option<PathBuf>,
     /// Key the chargeback and FOCUS rows by namespace (and cluster), team, cost centre or cluster.
     #[arg(long, value_enum, default_value = "namespace")]
-    pub by: crate::report::chargeback::ChargeBy,
+    pub by: crate::domain::charge_by::ChargeBy,
 }
 
 #[derive(Debug, Args)]

@@ -14,14 +14,15 @@ use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, Rol
 use crate::cronjob;
 use crate::exit::{IncompleteData, UsageError};
 use crate::config::Config;
-use crate::engine::{parse_memory_limit, SessionBuilder};
+use crate::domain::size::parse_size;
+use crate::engine::SessionBuilder;
 use crate::lake::Lake;
 use crate::progress::{Progress, ProgressMode};
 use crate::queries::Queries;
 use crate::report::{self, Format};
 use crate::simulate::lake_out::LakeOutput;
 use crate::simulate::{openmetrics, trace, SimParams, Simulation};
-use crate::timewin::{parse_time, Window};
+use crate::domain::window::{parse_time, Window};
 
 pub fn init_logging(cli: &Cli) {
     let default = if cli.quiet {
@@ -64,7 +65,7 @@ fn resolve(cli: &Cli) -> Result<Context_> {
         config.lake.path = lake.clone();
     }
     if let Some(m) = &cli.memory_limit {
-        parse_memory_limit(m).map_err(|e| UsageError(format!("--memory-limit: {e}")))?;
+        parse_size(m).map_err(|e| UsageError(format!("--memory-limit: {e}")))?;
         config.engine.memory_limit = m.clone();
     }
     let queries_dir = cli.queries.clone().or_else(|| config.queries.dir.clone());
@@ -89,6 +90,22 @@ fn resolve(cli: &Cli) -> Result<Context_> {
 }
 
 pub fn run(cli: Cli) -> Result<()> {
+    // The shell completions and the man page need neither the config nor the lake.
+    match cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "gpuledger", &mut std::io::stdout());
+            return Ok(());
+        }
+        Command::Manpage => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = std::io::stdout().lock();
+            clap_mangen::Man::new(cmd).render(&mut out)?;
+            out.flush()?;
+            return Ok(());
+        }
+        _ => {}
+    }
     let ctx = resolve(&cli)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     match cli.command {
@@ -101,18 +118,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Tables => runtime.block_on(tables(&ctx)),
         Command::Check => runtime.block_on(check_cmd(&ctx)),
         Command::Rollup(args) => rollup_cmd(&ctx, &args),
-        Command::Completions { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "gpuledger", &mut std::io::stdout());
-            Ok(())
-        }
-        Command::Manpage => {
-            let cmd = <Cli as clap::CommandFactory>::command();
-            let mut out = std::io::stdout().lock();
-            clap_mangen::Man::new(cmd).render(&mut out)?;
-            out.flush()?;
-            Ok(())
-        }
+        Command::Completions { .. } | Command::Manpage => unreachable!("answered before the config is loaded"),
     }
 }
 
@@ -191,7 +197,7 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         schedule: &sim.schedule,
         model: &model,
         window: params.window_ms(),
-        cluster_name: args.cluster.as_deref().unwrap_or(crate::lake::schema::DEFAULT_CLUSTER),
+        cluster_name: args.cluster.as_deref().unwrap_or(crate::domain::units::DEFAULT_CLUSTER),
     };
     let t1 = Instant::now();
     let progress = Progress::new(ctx.progress, "lake days", args.days as u64);
@@ -221,9 +227,6 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
 
     if let Some(path) = &args.openmetrics {
         let t2 = Instant::now();
-        let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-        let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         if args.scrape_interval.is_some_and(|s| !(s >= 1.0 && s <= 3600.0)) || !(0.0..=100.0).contains(&args.missed_scrapes) || !(args.scrape_jitter >= 0.0) {
             anyhow::bail!("--scrape-interval must be 1-3600 s, --missed-scrapes 0-100 %, --scrape-jitter at least 0 s");
         }
@@ -240,9 +243,11 @@ fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
             honor_labels_flip: args.honor_labels_flip,
             cluster: args.cluster.clone(),
         };
-        let samples = openmetrics::write_with(&sim, options, &mut out).with_context(|| format!("writing {}", tmp.display()))?;
-        out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).with_context(|| format!("flushing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("publishing {}", path.display()))?;
+        let mut pending = crate::atomic::Pending::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, pending.file());
+        let samples = openmetrics::write_with(&sim, options, &mut out).with_context(|| format!("writing {}", path.display()))?;
+        out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("flushing {}", path.display()))?;
+        pending.commit().with_context(|| format!("publishing {}", path.display()))?;
         tracing::info!("wrote {samples} OpenMetrics samples to {} in {:.1}s", path.display(), t2.elapsed().as_secs_f64());
     }
     let (s, e) = params.window();
@@ -463,22 +468,12 @@ async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {
     // appears, whole, only when the query finished.
     match args.output.as_deref() {
         Some(path) => {
-            let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            }
-            let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            let mut out = std::io::BufWriter::new(file);
-            let written = adhoc::run_to(&session, &sql, &params, args.format, &mut out).await;
-            let finished = written.map_err(anyhow::Error::from).and_then(|_| {
-                let file = out.into_inner().map_err(|e| e.into_error())?;
-                file.sync_all()?;
-                std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
-            });
-            if finished.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-            finished
+            // Dropped on an error, the pending file takes its temp file with it.
+            let mut pending = crate::atomic::Pending::create(path).with_context(|| format!("creating {}", path.display()))?;
+            let mut out = std::io::BufWriter::new(pending.file());
+            adhoc::run_to(&session, &sql, &params, args.format, &mut out).await?;
+            out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", path.display()))?;
+            pending.commit().with_context(|| format!("publishing {}", path.display()))
         }
         None => {
             if args.format == Format::Parquet && std::io::stdout().is_terminal() {
@@ -570,4 +565,31 @@ async fn check_cmd(ctx: &Context_) -> Result<()> {
     } else {
         bail!("check failed: {}", failed.join(", "))
     }
+}
+
+/// The exit code for a failed command: the first error in its chain that has a code of its own
+/// decides it (the table in `exit`).
+pub fn exit_code_for(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if cause.is::<crate::exit::IncompleteData>() {
+            return crate::exit::INCOMPLETE;
+        }
+        use crate::collect::state::StateError;
+        use crate::collect::CollectError;
+        // `#[error(transparent)]` wrappers hide their inner error from the chain: look inside.
+        if matches!(cause.downcast_ref::<StateError>(), Some(StateError::Locked { .. }))
+            || matches!(cause.downcast_ref::<CollectError>(), Some(CollectError::State(StateError::Locked { .. })))
+        {
+            return crate::exit::BUSY;
+        }
+        if cause.is::<UsageError>()
+            || cause.is::<crate::config::ConfigError>()
+            || cause.is::<crate::domain::window::WindowError>()
+            || cause.is::<crate::adhoc::GuardError>()
+            || matches!(cause.downcast_ref::<crate::adhoc::AdhocError>(), Some(crate::adhoc::AdhocError::BadParam(_) | crate::adhoc::AdhocError::Guard(_)))
+        {
+            return crate::exit::USAGE;
+        }
+    }
+    crate::exit::FAILURE
 }

@@ -21,9 +21,9 @@ use crate::lake::Lake;
 use crate::progress::ProgressMode;
 use crate::queries::Queries;
 use crate::report::completeness::SOURCES;
-use crate::report::money::format_units;
+use crate::domain::money::format_units;
 use crate::report::{self, Cell};
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 /// What one run is asked to do.
 #[derive(Debug, Clone)]
@@ -131,7 +131,7 @@ pub async fn run(
     let collected = if plan.collect {
         let cfg = &config.prometheus;
         let (from, to) = crate::collect::resolve_window(lake, cfg, None, None, Utc::now())?;
-        tracing::info!("collecting {} to {} from {}", crate::collect::prometheus::fmt_ms(from), crate::collect::prometheus::fmt_ms(to), crate::collect::prometheus::redact(&cfg.url));
+        tracing::info!("collecting {} to {} from {}", crate::collect::prometheus::fmt_ms(from), crate::collect::prometheus::fmt_ms(to), crate::redact::url_userinfo(&cfg.url));
         Some(crate::collect::collect(lake, cfg, from, to, progress, false).await.context("collect")?)
     } else {
         None

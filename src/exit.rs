@@ -1,5 +1,5 @@
-//! Exit codes, documented for cron: the first error in a failure's chain that has a code of
-//! its own decides it.
+//! Exit codes, documented for cron, and the two errors that are codes rather than failures.
+//! Which error of a failure's chain decides the code is `commands::exit_code_for`.
 //!
 //! | code | meaning |
 //! |---|---|
@@ -26,32 +26,6 @@ pub struct UsageError(pub String);
 #[derive(Debug, thiserror::Error)]
 #[error("data incomplete: {0}")]
 pub struct IncompleteData(pub String);
-
-/// The exit code for a failed command.
-pub fn code_for(error: &anyhow::Error) -> u8 {
-    for cause in error.chain() {
-        if cause.is::<IncompleteData>() {
-            return INCOMPLETE;
-        }
-        use crate::collect::state::StateError;
-        use crate::collect::CollectError;
-        // `#[error(transparent)]` wrappers hide their inner error from the chain: look inside.
-        if matches!(cause.downcast_ref::<StateError>(), Some(StateError::Locked { .. }))
-            || matches!(cause.downcast_ref::<CollectError>(), Some(CollectError::State(StateError::Locked { .. })))
-        {
-            return BUSY;
-        }
-        if cause.is::<UsageError>()
-            || cause.is::<crate::config::ConfigError>()
-            || cause.is::<crate::timewin::WindowError>()
-            || cause.is::<crate::adhoc::GuardError>()
-            || matches!(cause.downcast_ref::<crate::adhoc::AdhocError>(), Some(crate::adhoc::AdhocError::BadParam(_) | crate::adhoc::AdhocError::Guard(_)))
-        {
-            return USAGE;
-        }
-    }
-    FAILURE
-}
 
 pub fn exit_code(code: u8) -> ExitCode {
     ExitCode::from(code)

@@ -5,6 +5,7 @@
 //! cluster, `distributed`) -> reports (`report`).
 
 pub mod adhoc;
+pub mod atomic;
 pub mod check;
 pub mod cli;
 pub mod collect;
@@ -12,14 +13,14 @@ pub mod commands;
 pub mod config;
 pub mod cronjob;
 pub mod distributed;
+pub mod domain;
 pub mod engine;
 pub mod exit;
 pub mod lake;
 pub mod limits;
+pub mod pricing;
 pub mod progress;
 pub mod queries;
 pub mod redact;
 pub mod report;
 pub mod simulate;
-pub mod tariff;
-pub mod timewin;

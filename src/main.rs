@@ -13,7 +13,7 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {e:#}");
-            gpuledger::exit::exit_code(gpuledger::exit::code_for(&e))
+            gpuledger::exit::exit_code(gpuledger::commands::exit_code_for(&e))
         }
     }
 }

@@ -56,29 +56,41 @@ fn chargeback_states_exact_conservation() {
     assert!(text.contains("conservation: GPU-hours rows 0.1000 = cluster 0.1000"), "{text}");
 }
 
+/// A price change inside the window: the H100's 6.88 until 2026-09-30, 1.00 from 2026-10-01
+/// (a date: the new price starts at 00:00 UTC). The window starts half a minute before, so the
+/// fixture's row of pod a-0 at 23:59:30 pays the old price and every later H100 row the new one.
 #[test]
 fn power_basis_and_piecewise_prices() {
     let dir = fixture_lake();
-    // H100 price changes at 00:01:00: the first two H100 rows (namespace a) at 6.88, the
-    // last two (unallocated, b) at 1.00.
     let mut cfg = std::fs::read_to_string(dir.path().join("gpuledger.toml")).unwrap();
     cfg = cfg.replace("basis = \"cloud\"", "basis = \"power\"");
     cfg.push_str("\n[[pricing.gpu]]\nmodel = \"NVIDIA H100 80GB HBM3\"\nprice_per_hour = 1.00\neffective_from = \"2026-10-01\"\n");
-    // effective_from is a date: the new price starts at 2026-10-01T00:00, so every in-window
-    // H100 row is priced at 1.00.
+    // Only the H100 has a row at 23:59:30: the window is not complete, and need not be here.
+    cfg.push_str("\n[run]\nmin_completeness_pct = 0\n");
     std::fs::write(dir.path().join("gpuledger.toml"), cfg).unwrap();
     let out = common::run_ok(
         dir.path(),
-        &["report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-01T00:02:00Z", "--format", "json"],
+        &["report", "chargeback", "--from", "2026-09-30T23:59:30Z", "--to", "2026-10-01T00:02:00Z", "--format", "json"],
     );
     let v: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
     let rows = v["rows"].as_array().unwrap();
-    let a = rows.iter().find(|r| r["namespace"] == "a").unwrap();
-    // a: 60e6 us x 1.00 + 51,428,572 us x 3.67, / 3.6e9 = 0.016667 + 0.052429 = 0.069 -> 0.07
-    assert_eq!(a["cloud_cost"], serde_json::json!(0.07));
-    // basis = power: total_cost is the power cost
-    assert_eq!(a["total_cost"], a["power_cost"]);
-    assert_eq!(v["total"]["total_cost"], serde_json::json!(2.22));
+    let row = |ns: &str| rows.iter().find(|r| r["namespace"] == ns).unwrap_or_else(|| panic!("no row {ns}: {v}"));
+    // GPU cost in USD x 3.6e9 (price per hour x GPU-microseconds):
+    //   a: H100 30e6 us x 6.88 (a-0, 23:59:30) + 60e6 x 1.00 + MIG 4 x 12,857,143 us x 3.67
+    //      = 206,400,000 + 60,000,000 + 188,742,859.24 = 455,142,859.24 -> 0.126429
+    //      (every H100 row at 6.88 would give 0.2244, every one at 1.00 0.0774)
+    //   b: H100 30e6 x 1.00 + L4 4 x 30e6 x 0.80 = 126,000,000 -> 0.035
+    //   unallocated: H100 30e6 x 1.00 + MIG 4 x 17,142,857 x 3.67 = 281,657,140.76 -> 0.078238
+    //   total 862,800,000 -> 0.239667 -> 0.24; largest remainders: a 0.13, b 0.03, unallocated 0.08.
+    assert_eq!(row("a")["cloud_cost"], serde_json::json!(0.13), "{v}");
+    assert_eq!(row("b")["cloud_cost"], serde_json::json!(0.03), "{v}");
+    assert_eq!(row("__unallocated__")["cloud_cost"], serde_json::json!(0.08), "{v}");
+    assert_eq!(v["total"]["cloud_cost"], serde_json::json!(0.24), "{v}");
+    // basis = power: total_cost is the power cost. Energy 15,000 + 2 x 9,000 + 4 x 2,700 J (a),
+    // 9,000 + 4 x 1,800 (b), 2,100 + 4 x 3,600 (unallocated) = 76,500 J = 0.02125 kWh x 100 x 1.3
+    // = 2.7625 -> 2.76.
+    assert_eq!(row("a")["total_cost"], row("a")["power_cost"]);
+    assert_eq!(v["total"]["total_cost"], serde_json::json!(2.76), "{v}");
 }
 
 /// A utilisation that was missing (stored as null: none scraped, NaN, Inf) is measured GPU time

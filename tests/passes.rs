@@ -20,9 +20,9 @@ use gpuledger::lake::{rollup, write_partition, Lake, Table};
 use gpuledger::queries::Queries;
 use gpuledger::report::columns::window_params;
 use gpuledger::report::idle::pod_idle;
-use gpuledger::report::gpu_buckets;
-use gpuledger::report::idle_runs::{scan, IdleRule};
-use gpuledger::timewin::Window;
+use gpuledger::lake::passes::gpu_buckets;
+use gpuledger::lake::passes::idle_runs::{scan, IdleRule};
+use gpuledger::domain::window::Window;
 
 fn rows(batches: &[RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();

@@ -242,6 +242,15 @@ fn help_completions_and_man_page() {
     assert!(zsh.starts_with("#compdef gpuledger"));
     let man = common::stdout(&common::run_ok(dir.path(), &["manpage"]));
     assert!(man.contains(".TH gpuledger 1") && man.contains("collect"), "{}", &man[..man.len().min(300)]);
+    // Neither needs the config or the lake: a broken config and a lake path that is a file do
+    // not stop them (they would stop any other command).
+    std::fs::write(dir.path().join("broken.toml"), "[lake]\npath = \"not-a-folder\"\n[nope]\n").unwrap();
+    std::fs::write(dir.path().join("not-a-folder"), "a file").unwrap();
+    let broken = ["--config", "broken.toml"];
+    assert!(common::stdout(&common::run_ok(dir.path(), &[&broken[..], &["completions", "bash"]].concat())).contains("_gpuledger()"));
+    assert!(common::stdout(&common::run_ok(dir.path(), &[&broken[..], &["manpage"]].concat())).contains(".TH gpuledger 1"));
+    let tables = gl(dir.path(), &[&broken[..], &["tables"]].concat());
+    assert_eq!(tables.status.code(), Some(2), "the broken config stops other commands");
 }
 
 #[test]

@@ -10,73 +10,16 @@ use arrow::array::RecordBatch;
 use super::labels::{sane, Holder, LabelPick, WorkloadLabels};
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
+use crate::domain::dcgm_field::Field;
+use crate::domain::mig::mig_share;
 use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder};
-use crate::lake::schema::{UNKNOWN_MODEL, UNMEASURED};
+use crate::domain::units::{UNKNOWN_MODEL, UNMEASURED};
 
 /// An energy counter is interpolated across a gap of at most this (or the lookback, if longer):
 /// its delta is the energy used in the gap even where no other sample covers it, and a driver
 /// reload that restarts the counter shows as a decrease (within an hour it cannot climb back
 /// past the last value at GPU power).
 const COUNTER_GAP_MAX_MS: i64 = 3_600_000;
-
-/// Which DCGM field a series carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Field {
-    Util,
-    EngineActive,
-    FbUsed,
-    FbFree,
-    Power,
-    Energy,
-    Temp,
-    Xid,
-}
-
-impl Field {
-    pub const ALL: [Field; 8] = [Field::Util, Field::EngineActive, Field::FbUsed, Field::FbFree, Field::Power, Field::Energy, Field::Temp, Field::Xid];
-
-    /// The dcgm-exporter name of the field (the collector reads `metric`, which honours the config).
-    pub fn default_name(self) -> &'static str {
-        match self {
-            Field::Util => "DCGM_FI_DEV_GPU_UTIL",
-            Field::EngineActive => "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-            Field::FbUsed => "DCGM_FI_DEV_FB_USED",
-            Field::FbFree => "DCGM_FI_DEV_FB_FREE",
-            Field::Power => "DCGM_FI_DEV_POWER_USAGE",
-            Field::Energy => "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-            Field::Temp => "DCGM_FI_DEV_GPU_TEMP",
-            Field::Xid => "DCGM_FI_DEV_XID_ERRORS",
-        }
-    }
-
-    /// dcgm-exporter's HELP text.
-    pub fn help(self) -> &'static str {
-        match self {
-            Field::Util => "GPU utilization (in %).",
-            Field::EngineActive => "Ratio of time the graphics engine is active.",
-            Field::FbUsed => "Framebuffer memory used (in MiB).",
-            Field::FbFree => "Framebuffer memory free (in MiB).",
-            Field::Power => "Power draw (in W).",
-            Field::Energy => "Total energy consumption since boot (in mJ).",
-            Field::Temp => "GPU temperature (in C).",
-            Field::Xid => "Value of the last XID error encountered.",
-        }
-    }
-
-    pub fn metric(self, cfg: &PrometheusConfig) -> &str {
-        let m = &cfg.metrics;
-        match self {
-            Field::Util => &m.gpu_util,
-            Field::EngineActive => &m.engine_active,
-            Field::FbUsed => &m.fb_used,
-            Field::FbFree => &m.fb_free,
-            Field::Power => &m.power,
-            Field::Energy => &m.energy,
-            Field::Temp => &m.temp,
-            Field::Xid => &m.xid,
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct UnitKey {
@@ -196,20 +139,6 @@ impl Cell {
         }
         out
     }
-}
-
-/// The fraction of a GPU a MIG profile holds: `3g.40gb` -> 3/7 (4 slices on an A30).
-/// The compute slices of a MIG profile name ("3g.40gb" -> 3, "1g.10gb+me" -> 1).
-pub fn parse_mig_slices(profile: &str) -> Option<u32> {
-    let (n, rest) = profile.trim().split_once('g')?;
-    let n: u32 = n.parse().ok()?;
-    (n >= 1 && n <= 8 && rest.starts_with('.')).then_some(n)
-}
-
-pub fn mig_share(profile: &str, model: &str) -> f64 {
-    let slices: f64 = profile.split('g').next().and_then(|n| n.parse().ok()).unwrap_or(7.0);
-    let total = if model.contains("A30") { 4.0 } else { 7.0 };
-    (slices / total).min(1.0)
 }
 
 /// Grid-aligned DCGM data for a window `[from, to)`.
@@ -765,13 +694,6 @@ fn device_values(values: &[Option<f64>; 8]) -> [Option<f64>; 8] {
 mod tests {
     use super::*;
 
-    #[test]
-    fn mig_shares() {
-        assert!((mig_share("3g.40gb", "NVIDIA A100-SXM4-80GB") - 3.0 / 7.0).abs() < 1e-12);
-        assert!((mig_share("1g.10gb", "NVIDIA H100 80GB HBM3") - 1.0 / 7.0).abs() < 1e-12);
-        assert!((mig_share("2g.12gb", "NVIDIA A30") - 0.5).abs() < 1e-12);
-    }
-
     fn s(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
         Series { labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), samples: samples.to_vec() }
     }
@@ -974,6 +896,62 @@ mod lookback_tests {
         let b = grid(180, 30, &[(Field::Util, Some("p1"), vec![(0, 50.0), (60, 50.0)]), (Field::Util, Some("p2"), vec![(95, 70.0), (150, 70.0)])]);
         let p = |s: &str| Some(s.to_string());
         assert_eq!(pods(&b), vec![(0, p("p1")), (30, p("p1")), (60, p("p1")), (90, p("p2")), (120, p("p2")), (150, p("p2"))]);
+    }
+
+    /// Scrape interval and lake step are independent: 10, 15, 30, 60 and 120 s scrapes with
+    /// jitter (a tenth of the interval) and an occasional missed scrape, on a 30 and a 60 s
+    /// step. Pod p1 holds the GPU for the first hour, p2 for the second. Every step of the two
+    /// hours is covered (the GPU time is the window's, exactly), and each pod's GPU time is its
+    /// hour to within a scrape interval or a step, whichever is longer.
+    #[test]
+    fn any_scrape_interval_on_any_step_keeps_every_gpu_second() {
+        for step in [30u32, 60] {
+            for interval in [10i64, 15, 30, 60, 120] {
+                let mut scrapes: Vec<(i64, f64)> = Vec::new();
+                let (mut t, mut k) = (0i64, 0u64);
+                while t < 7200 * 1000 {
+                    k += 1;
+                    // Deterministic jitter in [-interval/10, +interval/10] (none on the first), every
+                    // 13th scrape missed (none of the last two).
+                    let jitter = if k == 1 { 0 } else { ((k * 7919) % 21) as i64 - 10 };
+                    let at = t + jitter * interval * 10;
+                    let last_two = t + 2 * interval * 1000 >= 7_200_000;
+                    if k % 13 != 0 || last_two {
+                        scrapes.push((at, 50.0));
+                    }
+                    t += interval * 1000;
+                }
+                let (p1, p2): (Vec<_>, Vec<_>) = scrapes.iter().partition(|(t, _)| *t < 3_600_000);
+                let cfg = PrometheusConfig::default();
+                let mut g = DcgmGrid::new(0, 7_200_000, step);
+                let series = [(Field::Util, Series { labels: labels(Some("p1")), samples: p1 }), (Field::Util, Series { labels: labels(Some("p2")), samples: p2 })];
+                for (f, se) in &series {
+                    g.add(*f, std::slice::from_ref(se), &cfg);
+                }
+                for (f, se) in &series {
+                    g.fill(*f, &se.labels, &se.samples, &cfg, step as i64 * 1000);
+                }
+                let b = g.batch(0, (7200 / step) as usize);
+                let pod = arrow::compute::cast(b.column_by_name("pod").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+                let pod = pod.as_string::<i32>();
+                let share = b.column_by_name("share").unwrap().as_primitive::<arrow::datatypes::Float64Type>().clone();
+                let (mut held, mut total) = (BTreeMap::<String, f64>::new(), 0.0);
+                for i in 0..b.num_rows() {
+                    let secs = share.value(i) * step as f64;
+                    total += secs;
+                    *held.entry(if pod.is_valid(i) { pod.value(i).to_string() } else { "-".into() }).or_default() += secs;
+                }
+                let case = format!("{interval} s scrapes on a {step} s step: {held:?}");
+                assert!((total - 7200.0).abs() < 1e-6, "every GPU-second of the window: {total} ({case})");
+                // The switch moves by at most a scrape interval (an ended series stands until the
+                // unit's next scrape) or a step (a step with one scrape is not split), plus jitter.
+                let tolerance = interval.max(step as i64) as f64 * 1.1;
+                for p in ["p1", "p2"] {
+                    let got = held.get(p).copied().unwrap_or(0.0);
+                    assert!((got - 3600.0).abs() <= tolerance, "{p} held {got} s, not its hour ({case})");
+                }
+            }
+        }
     }
 
     #[test]

@@ -25,10 +25,11 @@ use futures::{StreamExt, TryStreamExt};
 use crate::config::PrometheusConfig;
 use crate::lake::reader::read_partition;
 use crate::lake::rows::{NodeRow, NodesBuilder};
-use crate::lake::schema::UNMEASURED;
+use crate::domain::units::UNMEASURED;
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::{Progress, ProgressMode};
-use dcgm::{DcgmGrid, Field};
+use dcgm::DcgmGrid;
+use crate::domain::dcgm_field::Field;
 use kube::{KubeMetric, KubeState};
 use prometheus::{fmt_ms, PromClient, PromError, Series};
 use state::{Checkpoints, LakeLock, StateError};
@@ -226,7 +227,7 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     let results: Vec<(Job, i64, i64, Vec<Series>)> = futures::stream::iter(tasks.into_iter().map(|(job, s, e)| {
         let client = Arc::clone(&client);
         let selector = match &job {
-            Job::Dcgm(f) => f.metric(cfg).to_string(),
+            Job::Dcgm(f) => cfg.metrics.of(*f).to_string(),
             Job::Kube(m) => m.selector(cfg),
         };
         // The first DCGM chunk reaches one lookback back: a step at the window's start with no
@@ -466,7 +467,7 @@ fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, from: i64, 
                 if matches!(f, Field::Util | Field::EngineActive) {
                     *util_chunks.entry(*s).or_default() += series.len();
                 } else if matches!(f, Field::Power | Field::FbUsed) && series.is_empty() {
-                    gaps.push(("dcgm", f.metric(cfg).to_string(), *s, (*e).min(to)));
+                    gaps.push(("dcgm", cfg.metrics.of(*f).to_string(), *s, (*e).min(to)));
                 }
                 grid.add(*f, series, cfg);
             }
@@ -534,7 +535,7 @@ fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, from: i64, 
         tracing::warn!(
             "{}node {node}: kube-state-metrics reports up to {gpus} GPUs (nvidia.com/gpu) but no DCGM series names it: is dcgm-exporter running there? Its GPU time is {UNMEASURED}, model {}",
             in_cluster(name, cfg),
-            crate::lake::schema::UNKNOWN_MODEL
+            crate::domain::units::UNKNOWN_MODEL
         );
     }
     for (s, n) in util_chunks {

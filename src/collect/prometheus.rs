@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::PrometheusConfig;
+use crate::redact::url_userinfo;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PromError {
@@ -79,15 +80,6 @@ impl std::fmt::Debug for PromClient {
     }
 }
 
-/// `http://user:secret@host/x` -> `http://host/x` for messages.
-pub fn redact(url: &str) -> String {
-    crate::redact::url_userinfo(url)
-}
-
-fn redact_url(url: &str) -> String {
-    crate::redact::url_userinfo(url)
-}
-
 fn read_secret(path: &PathBuf, key: &str) -> Result<String> {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_string())
@@ -119,16 +111,14 @@ impl PromClient {
             let token = std::env::var(var).map_err(|_| PromError::Setup(format!("prometheus.bearer_token_env: ${var} is not set")))?;
             Some(format!("Bearer {}", token.trim()))
         } else if let Some(user) = &cfg.basic_auth_user {
-            use base64_engine::encode;
             let password = match &cfg.basic_auth_password_file {
                 Some(p) => read_secret(p, "prometheus.basic_auth_password_file")?,
                 None => String::new(),
             };
             secrets.push(password.clone());
-            Some(format!("Basic {}", encode(format!("{user}:{password}").as_bytes())))
+            Some(basic_auth_header(&http, user, &password)?)
         } else if let Some((user, password)) = &in_url {
-            use base64_engine::encode;
-            Some(format!("Basic {}", encode(format!("{user}:{}", password.as_deref().unwrap_or("")).as_bytes())))
+            Some(basic_auth_header(&http, user, password.as_deref().unwrap_or(""))?)
         } else {
             None
         };
@@ -137,11 +127,11 @@ impl PromClient {
             secrets.push(a.clone());
             secrets.extend(a.split_once(' ').map(|(_, v)| v.to_string()));
         }
-        let base = redact_url(cfg.url.trim_end_matches('/'));
+        let base = url_userinfo(cfg.url.trim_end_matches('/'));
         Ok(PromClient {
             stats: std::sync::Arc::default(),
             http,
-            display_base: redact_url(&base),
+            display_base: url_userinfo(&base),
             base,
             auth,
             headers: cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -271,11 +261,12 @@ impl PromClient {
     }
 }
 
-/// Exponential backoff with full jitter: uniform in [base * 2^(n-1) / 2, base * 2^(n-1)].
+/// Exponential backoff with equal jitter: uniform in [cap / 2, cap], cap = base * 2^(n-1), at
+/// most a minute. The random part is the standard library's per-process random hash keys.
 fn backoff(base_ms: u64, attempt: u32) -> Duration {
+    use std::hash::BuildHasher;
     let cap = base_ms.saturating_mul(1 << (attempt - 1).min(10)).min(60_000);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(0);
-    let jitter = crate::simulate::rng::mix(nanos ^ attempt as u64) % (cap / 2 + 1);
+    let jitter = std::collections::hash_map::RandomState::new().hash_one(attempt) % (cap / 2 + 1);
     Duration::from_millis(cap / 2 + jitter)
 }
 
@@ -362,36 +353,12 @@ pub fn parse_matrix(body: &Value) -> std::result::Result<Vec<Series>, String> {
     Ok(out)
 }
 
-/// A minimal standard base64 encoder for the basic-auth header.
-mod base64_engine {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-    pub fn encode(input: &[u8]) -> String {
-        let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-        for chunk in input.chunks(3) {
-            let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-            let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
-    }
-
-    #[cfg(test)]
-    mod tests {
-        #[test]
-        fn rfc4648_vectors() {
-            assert_eq!(super::encode(b"foobar"), "Zm9vYmFy");
-            assert_eq!(super::encode(b"fooba"), "Zm9vYmE=");
-            assert_eq!(super::encode(b"foob"), "Zm9vYg==");
-            assert_eq!(super::encode(b"user:pass"), "dXNlcjpwYXNz");
-        }
-    }
+/// The `Authorization` value reqwest's `basic_auth` sends for `user` and `password` (kept, so
+/// that the redactor knows it as a secret).
+fn basic_auth_header(http: &reqwest::Client, user: &str, password: &str) -> Result<String> {
+    let request = http.get("http://localhost/").basic_auth(user, Some(password)).build().map_err(|e| PromError::Setup(format!("basic auth: {e}")))?;
+    let value = request.headers().get(reqwest::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    value.map(str::to_string).ok_or_else(|| PromError::Setup("basic auth: no header".into()))
 }
 
 #[cfg(test)]
@@ -426,10 +393,21 @@ mod tests {
 
     #[test]
     fn credentials_never_reach_messages() {
-        assert_eq!(redact_url("https://bob:hunter2@mimir.example/prometheus"), "https://mimir.example/prometheus");
+        assert_eq!(url_userinfo("https://bob:hunter2@mimir.example/prometheus"), "https://mimir.example/prometheus");
         let cfg = PrometheusConfig { bearer_token_env: Some("GPULEDGER_TEST_TOKEN_XYZ".into()), ..PrometheusConfig::default() };
         std::env::set_var("GPULEDGER_TEST_TOKEN_XYZ", "s3cret-token");
         let c = PromClient::new(&cfg).unwrap();
         assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn basic_auth_from_the_config_and_from_the_url() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        // RFC 7617's example, and "user:pass".
+        assert_eq!(basic_auth_header(&http, "Aladdin", "open sesame").unwrap(), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        let c = PromClient::new(&PrometheusConfig { url: "http://user:pass@prom.example:9090".into(), ..PrometheusConfig::default() }).unwrap();
+        assert_eq!(c.auth.as_deref(), Some("Basic dXNlcjpwYXNz"));
+        assert_eq!(c.display_base(), "http://prom.example:9090");
     }
 }

@@ -4,7 +4,7 @@
 //! (prices change at UTC midnights, the tariff per bucket), plus the row's `share` and `step_s`
 //! so every per-row rounding can be redone exactly as `n x` the rounded value. The sums are made
 //! twice over: by the lake's writer, once per day file, as the stored rollup (`rollup`), and by
-//! the chargeback's pass over day files that have no current rollup (`report::gpu_buckets`).
+//! the chargeback's pass over day files that have no current rollup (`lake::passes::gpu_buckets`).
 //! Both fold batches into `BucketSums` here, so they cannot differ. The same in SQL is
 //! `benches/sql/gpu_buckets.sql` (DuckDB's side of the benchmark, and the tests' oracle).
 
@@ -23,7 +23,7 @@ use super::scan::ScanError;
 use super::schema::{label_type, ts_type};
 
 /// The bucket width: the tariff's grid.
-pub const BUCKET_MS: i64 = crate::tariff::BUCKET_MS;
+pub use crate::domain::units::BUCKET_MS;
 const DAY_MS: i64 = 86_400_000;
 
 /// The `gpu_samples` columns the sums read.
@@ -106,7 +106,7 @@ impl BucketSums {
         let cluster = dict(b, path, "cluster")?;
         let (node_ids, model_ids, profile_ids, ns_ids, cluster_ids, default_cluster) = {
             let mut s = strings.lock().expect("interner lock");
-            (s.map_values(&node), s.map_values(&model), s.map_values(&profile), s.map_values(&ns), s.map_values(&cluster), s.id(super::schema::DEFAULT_CLUSTER))
+            (s.map_values(&node), s.map_values(&model), s.map_values(&profile), s.map_values(&ns), s.map_values(&cluster), s.id(crate::domain::units::DEFAULT_CLUSTER))
         };
         let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
         let step = typed::<Int32Array>(b, path, "step_s")?;

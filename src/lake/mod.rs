@@ -6,6 +6,7 @@ pub mod buckets;
 pub mod import;
 pub mod intern;
 pub mod layout;
+pub mod passes;
 pub mod quantize;
 pub mod reader;
 pub mod rollup;

@@ -8,15 +8,6 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 /// Bumped when a column changes meaning or type; written into every file's key/value metadata.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The `namespace` of `gpu_samples` rows for GPU time of the pool that no sample covers, even
-/// after Prometheus' lookback (an exporter down, a node without one): the GPU existed (DCGM saw
-/// it before and after, or kube-state-metrics reports the node's GPUs) but nobody measured it.
-/// Not a Kubernetes name (those have no `_`), so it never collides with a real namespace.
-pub const UNMEASURED: &str = "__unmeasured__";
-
-/// The `gpu_model` of a GPU only kube-state-metrics reports (its node runs no DCGM exporter).
-pub const UNKNOWN_MODEL: &str = "unknown";
-
 /// The tables of the lake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Table {
@@ -181,10 +172,6 @@ fn cluster() -> Field {
 
 /// The name of the cluster column.
 pub const CLUSTER: &str = "cluster";
-
-/// The cluster a row with a null `cluster` belongs to (files from before the column): the
-/// default `prometheus.cluster_name`.
-pub const DEFAULT_CLUSTER: &str = "default";
 
 /// Columns added to the tables after their first version, read as null from older files.
 pub const LATER_COLUMNS: [&str; 1] = [CLUSTER];

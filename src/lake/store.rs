@@ -13,7 +13,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::layout::{Lake, TEMP_SUFFIX};
+use super::layout::Lake;
 
 /// Where a lake is kept.
 #[derive(Debug, Clone)]
@@ -23,10 +23,7 @@ pub enum Store {
     S3(std::sync::Arc<super::s3::S3Store>),
 }
 
-/// Whether `path` names object storage (`s3://...`) rather than a local folder.
-pub fn is_url(path: &Path) -> bool {
-    path.to_str().is_some_and(|s| s.contains("://"))
-}
+pub use crate::domain::location::is_url;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -198,20 +195,7 @@ impl Lake {
     pub fn publish(&self, path: &Path, write: impl FnOnce(&mut (dyn Write + Send)) -> io::Result<()>) -> io::Result<()> {
         match self.store() {
             Store::Local => {
-                let dir = path.parent().ok_or_else(|| io::Error::other(format!("{} has no folder", path.display())))?;
-                fs::create_dir_all(dir)?;
-                let tmp = temp_path(path);
-                let written = (|| {
-                    let mut file = File::create(&tmp)?;
-                    write(&mut file)?;
-                    file.sync_all()
-                })();
-                if let Err(e) = written {
-                    let _ = fs::remove_file(&tmp);
-                    return Err(e);
-                }
-                fs::rename(&tmp, path)?;
-                File::open(dir)?.sync_all()
+                crate::atomic::publish(path, |file| write(file))
             }
             #[cfg(feature = "s3")]
             Store::S3(s) => {
@@ -268,10 +252,4 @@ impl Lake {
 }
 
 /// The temp name a local file is written under before its rename.
-pub fn temp_path(path: &Path) -> PathBuf {
-    if path.extension().is_some_and(|e| e == "parquet") {
-        PathBuf::from(format!("{}{}", path.with_extension("").display(), TEMP_SUFFIX))
-    } else {
-        PathBuf::from(format!("{}.tmp", path.display()))
-    }
-}
+pub use crate::atomic::temp_path;

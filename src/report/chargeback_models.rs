@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use serde_json::Map;
 
 use super::chargeback::{Chargeback, Quantities, RAW_PER_UNIT, US_PER_HOUR};
-use super::money::apportion;
+use crate::domain::money::apportion;
 use super::render::{Cell, Report};
 use crate::config::Config;
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 const R: &str = "chargeback_models";
 

@@ -6,7 +6,7 @@ use datafusion::common::ScalarValue;
 
 use super::{ReportError, Result};
 use crate::engine::{str_param, ts_param};
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 /// `$1`, `$2`: the window's start and end; `$3`, `$4`: its first and last `date` partition.
 pub fn window_params(window: &Window) -> Vec<ScalarValue> {
@@ -67,5 +67,5 @@ pub fn decimals(report: &'static str, b: &RecordBatch, name: &str) -> Result<Vec
 
 /// `(units, scale)` of GPU-microseconds x price per hour, as money rounded to cents.
 pub fn money_from_us(v: (i128, u32)) -> i128 {
-    super::money::round_ratio(v.0, 3_600_000_000 * 10i128.pow(v.1), 2)
+    crate::domain::money::round_ratio(v.0, crate::domain::units::US_PER_HOUR * 10i128.pow(v.1), 2)
 }

@@ -19,12 +19,13 @@ use datafusion::prelude::SessionContext;
 use serde_json::{Map, Value};
 
 use super::columns;
-use super::money::round_ratio;
+use crate::domain::money::round_ratio;
+use crate::domain::units::US_PER_HOUR;
 use super::render::{Cell, Report};
 use super::{ReportError, Result};
 use crate::engine::run_query;
 use crate::queries::Queries;
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 pub const SOURCES: [&str; 3] = ["dcgm", "util", "kube"];
 
@@ -89,7 +90,14 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
     let (ws, we) = (window.start.timestamp_millis(), window.end.timestamp_millis().min(now_ms).max(window.start.timestamp_millis()));
     let params = columns::window_params(window);
     let sql = queries.get("completeness")?;
-    let per_day = run_query(ctx, "completeness", &sql, params.clone()).await?;
+    // A day at a time: the GROUP BY over split steps then holds a day's groups, not a month's.
+    // A month's spills under the fair memory pool, and DataFusion 55 can fail a hash aggregate
+    // that spilled after it grew past its share ("Decreasing allocation after spilling should
+    // succeed"); the days are independent rows of the result anyway.
+    let mut per_day = Vec::new();
+    for day in window.pieces(1) {
+        per_day.extend(run_query(ctx, "completeness", &sql, columns::window_params(&day)).await?);
+    }
     // date -> (rows, util rows, units, step_s)
     let mut seen: BTreeMap<String, (i64, i64, i64, i64)> = BTreeMap::new();
     for b in &per_day {
@@ -176,7 +184,7 @@ impl Completeness {
             .filter(|s| self.pct_centi(s) < threshold)
             .map(|s| {
                 let (e, p) = self.totals(s);
-                format!("{s} {}% ({p} of {e})", super::money::format_units(self.pct_centi(s), 2))
+                format!("{s} {}% ({p} of {e})", crate::domain::money::format_units(self.pct_centi(s), 2))
             })
             .collect()
     }
@@ -214,8 +222,8 @@ impl Completeness {
             let gap: i64 = self.days.iter().filter(|d| d.source == s).map(|d| d.gap_ms).sum();
             notes.push(format!(
                 "{s}: {p} of {e} expected present ({}%), {} minutes of recorded gaps",
-                super::money::format_units(self.pct_centi(s), 2),
-                super::money::format_units(round_ratio(gap as i128, 60_000, 2), 2)
+                crate::domain::money::format_units(self.pct_centi(s), 2),
+                crate::domain::money::format_units(round_ratio(gap as i128, 60_000, 2), 2)
             ));
             let mut m = Map::new();
             m.insert("expected".into(), Value::from(e));
@@ -230,12 +238,12 @@ impl Completeness {
                 .unmeasured
                 .iter()
                 .take(10)
-                .map(|(n, us, a, b)| format!("{n} {} GPU-h ({} to {})", super::money::format_units(round_ratio(*us as i128, 3_600_000_000, 2), 2), at(*a), at(*b)))
+                .map(|(n, us, a, b)| format!("{n} {} GPU-h ({} to {})", crate::domain::money::format_units(round_ratio(*us as i128, US_PER_HOUR, 2), 2), at(*a), at(*b)))
                 .collect();
             notes.push(format!(
                 "dcgm: {} GPU-hours of the pool had no sample, even within the lookback ({}): {}{}",
-                super::money::format_units(round_ratio(total as i128, 3_600_000_000, 2), 2),
-                crate::lake::schema::UNMEASURED,
+                crate::domain::money::format_units(round_ratio(total as i128, US_PER_HOUR, 2), 2),
+                crate::domain::units::UNMEASURED,
                 list.join("; "),
                 if self.unmeasured.len() > 10 { format!("; and {} more nodes", self.unmeasured.len() - 10) } else { String::new() }
             ));

@@ -5,12 +5,13 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{ints, strs, window_params};
-use super::money::round_ratio;
+use crate::domain::money::round_ratio;
+use crate::domain::units::US_PER_HOUR;
 use super::render::{Cell, Report};
 use super::Result;
 use crate::engine::run_query;
 use crate::queries::Queries;
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 const R: &str = "events";
 const COUNTS: [&str; 5] = ["pods_finished", "oom_killed", "crashed", "preempted", "evicted"];
@@ -33,13 +34,13 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
             }
             let l = lost[i].unwrap_or(0);
             totals[5] += l;
-            row.push(Cell::Dec { units: round_ratio(l as i128, 3_600_000_000, 4), decimals: 4 });
+            row.push(Cell::Dec { units: round_ratio(l as i128, US_PER_HOUR, 4), decimals: 4 });
             rows.push(row);
         }
     }
     let mut total = vec![Cell::Str("total".into()), Cell::Null];
     total.extend(totals[..5].iter().map(|v| Cell::Int(*v)));
-    total.push(Cell::Dec { units: round_ratio(totals[5] as i128, 3_600_000_000, 4), decimals: 4 });
+    total.push(Cell::Dec { units: round_ratio(totals[5] as i128, US_PER_HOUR, 4), decimals: 4 });
     Ok(Report {
         name: R.into(),
         title: format!("Pod events {}", window.label()),

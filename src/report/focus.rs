@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use serde_json::{Map, Value};
 
-use super::chargeback::{self, ChargeBy, Chargeback, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, UNMEASURED, US_PER_HOUR};
-use super::money::{apportion, round_ratio};
+use super::chargeback::{ChargeBy, Chargeback, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, UNMEASURED, US_PER_HOUR};
+use crate::domain::money::{apportion, round_ratio};
 use super::render::{Cell, Report};
 use crate::config::{Config, CostBasis};
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 /// Mandatory and conditional FOCUS 1.2 columns gpuledger fills (or leaves null), in order.
 pub const FOCUS_COLUMNS: [&str; 50] = [
@@ -183,7 +183,7 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
         if weights.iter().sum::<i128>() <= 0 {
             weights = vec![1; lines.len()];
         }
-        for ((_, l), part) in lines.iter_mut().zip(chargeback::split(amount, &weights)) {
+        for ((_, l), part) in lines.iter_mut().zip(crate::domain::money::split(amount, &weights)) {
             l.spread += part;
         }
     }
@@ -243,7 +243,7 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
     let mut rows = Vec::with_capacity(lines.len());
     for (i, ((cluster, account, date, kind, model, profile), l)) in lines.iter().enumerate() {
         // The data's cluster; rows without a configured cluster label keep `focus.cluster`.
-        let cluster = if cluster == crate::lake::schema::DEFAULT_CLUSTER { &f.cluster } else { cluster };
+        let cluster = if cluster == crate::domain::units::DEFAULT_CLUSTER { &f.cluster } else { cluster };
         let (unit, service, resource_type, what) = match kind {
             Kind::Gpu if !profile.is_empty() => ("GPU-Hours", "GPU compute", "MIG instance", format!("GPU time on {model} MIG {profile}")),
             Kind::Gpu if model.is_empty() => ("GPU-Hours", "GPU compute", "GPU", "share of idle and shared GPU cost".to_string()),

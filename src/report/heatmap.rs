@@ -5,12 +5,13 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{ints, window_params};
-use super::money::round_ratio;
+use crate::domain::money::round_ratio;
+use crate::domain::units::US_PER_HOUR;
 use super::render::{Cell, Report};
 use super::Result;
 use crate::engine::run_query;
 use crate::queries::Queries;
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 const R: &str = "heatmap";
 pub const WEEKDAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
@@ -69,7 +70,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     let pct = |num: i64, den: i64| if den > 0 { Cell::Dec { units: round_ratio(num as i128 * 100, den as i128, 2), decimals: 2 } } else { Cell::Null };
     // util_us is already utilisation (0-100) x GPU time: a ratio of it is a percentage.
     let util = |num: i64, den: i64| if den > 0 { Cell::Dec { units: round_ratio(num as i128, den as i128, 2), decimals: 2 } } else { Cell::Null };
-    let hours = |us: i64| Cell::Dec { units: round_ratio(us as i128, 3_600_000_000, 4), decimals: 4 };
+    let hours = |us: i64| Cell::Dec { units: round_ratio(us as i128, US_PER_HOUR, 4), decimals: 4 };
     let mut rows = Vec::new();
     for (d, day) in grid.iter().enumerate() {
         for (h, c) in day.iter().enumerate() {

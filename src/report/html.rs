@@ -318,7 +318,7 @@ impl MonthPage<'_> {
 }
 
 /// The pool per day of `window` for the page's time series.
-pub async fn pool_days(ctx: &datafusion::prelude::SessionContext, queries: &crate::queries::Queries, window: &crate::timewin::Window) -> super::Result<Vec<PoolDay>> {
+pub async fn pool_days(ctx: &datafusion::prelude::SessionContext, queries: &crate::queries::Queries, window: &crate::domain::window::Window) -> super::Result<Vec<PoolDay>> {
     use super::columns::{ints, strs, window_params};
     let r = "daily_pool";
     let mut out = Vec::new();

@@ -16,16 +16,16 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{decimals, ints, millis, money_from_us, rfc3339, strs, window_params};
-use super::money::round_ratio;
+use crate::domain::money::round_ratio;
 use super::render::{Cell, Report};
-use super::idle_runs::{self, IdleRule};
+use crate::lake::passes::idle_runs::{self, IdleRule};
 use super::{ReportError, Result};
 use crate::config::Config;
 use crate::engine::{run_query, session_lake};
 use crate::queries::Queries;
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
-const US_PER_HOUR: i128 = 3_600_000_000;
+use crate::domain::units::US_PER_HOUR;
 /// A data-starved job: this share of its steps idle (percent) ...
 pub const STARVED_IDLE_PCT: (i128, i128) = (10, 60);
 /// ... in at least this many separate drops, over at least this many steps.

@@ -11,7 +11,7 @@ use super::render::{Cell, Report};
 use super::Result;
 use crate::engine::run_query;
 use crate::queries::Queries;
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 const R: &str = "inventory";
 

@@ -7,15 +7,12 @@ pub mod columns;
 pub mod completeness;
 pub mod events;
 pub mod focus;
-pub mod gpu_buckets;
 pub mod heatmap;
 pub mod html;
 pub mod idle;
-pub mod idle_runs;
 pub mod inventory;
 pub mod queue;
 pub mod quota;
-pub mod money;
 pub mod render;
 
 use std::path::{Path, PathBuf};
@@ -31,9 +28,9 @@ pub enum ReportError {
     #[error(transparent)]
     Query(#[from] crate::queries::QueryError),
     #[error("chargeback: {0}")]
-    Buckets(#[from] gpu_buckets::BucketError),
+    Buckets(#[from] crate::lake::passes::gpu_buckets::BucketError),
     #[error("idle report: {0}")]
-    IdleScan(#[from] idle_runs::IdleScanError),
+    IdleScan(#[from] crate::lake::passes::idle_runs::IdleScanError),
     #[error("report {report}: unexpected result shape: {detail}")]
     Shape { report: &'static str, detail: String },
     #[error("writing {path}: {source}")]
@@ -95,8 +92,8 @@ impl ReportKind {
 /// and the FOCUS export), so a month's reports compute each of them once.
 #[derive(Default)]
 pub struct Shared {
-    chargeback: std::sync::Mutex<Option<(crate::timewin::Window, std::sync::Arc<chargeback::Chargeback>)>>,
-    completeness: std::sync::Mutex<Option<(crate::timewin::Window, std::sync::Arc<completeness::Completeness>)>>,
+    chargeback: std::sync::Mutex<Option<(crate::domain::window::Window, std::sync::Arc<chargeback::Chargeback>)>>,
+    completeness: std::sync::Mutex<Option<(crate::domain::window::Window, std::sync::Arc<completeness::Completeness>)>>,
 }
 
 impl Shared {
@@ -106,7 +103,7 @@ impl Shared {
         session: &datafusion::prelude::SessionContext,
         queries: &crate::queries::Queries,
         config: &crate::config::Config,
-        window: &crate::timewin::Window,
+        window: &crate::domain::window::Window,
     ) -> Result<std::sync::Arc<completeness::Completeness>> {
         if let Some((w, c)) = self.completeness.lock().expect("lock").as_ref() {
             if w == window {
@@ -125,7 +122,7 @@ impl Shared {
         &self,
         session: &datafusion::prelude::SessionContext,
         queries: &crate::queries::Queries,
-        window: &crate::timewin::Window,
+        window: &crate::domain::window::Window,
     ) -> Result<std::sync::Arc<chargeback::Chargeback>> {
         if let Some((w, cb)) = self.chargeback.lock().expect("lock").as_ref() {
             if w == window {
@@ -154,7 +151,7 @@ pub async fn build(
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
-    window: &crate::timewin::Window,
+    window: &crate::domain::window::Window,
 ) -> Result<Vec<Report>> {
     build_shared(kind, session, queries, config, window, &Shared::default()).await
 }
@@ -165,7 +162,7 @@ pub async fn build_shared(
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
-    window: &crate::timewin::Window,
+    window: &crate::domain::window::Window,
     shared: &Shared,
 ) -> Result<Vec<Report>> {
     Ok(match kind {
@@ -189,7 +186,7 @@ pub async fn build_checked(
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
-    window: &crate::timewin::Window,
+    window: &crate::domain::window::Window,
 ) -> Result<(Vec<Report>, Option<String>)> {
     let shared = Shared::default();
     let mut sections = build_shared(kind, session, queries, config, window, &shared).await?;
@@ -243,7 +240,7 @@ pub async fn write_month(
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
-    window: &crate::timewin::Window,
+    window: &crate::domain::window::Window,
     dir: &Path,
 ) -> std::result::Result<Month, anyhow::Error> {
     use anyhow::Context;
@@ -284,17 +281,7 @@ pub fn write_all_formats(report: &Report, dir: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Writes `bytes` to `path` atomically (temp file, fsync, rename).
+/// Writes `bytes` to `path` atomically (`atomic::write_atomic`).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let err = |source| ReportError::Write { path: path.to_path_buf(), source };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    let mut f = std::fs::File::create(&tmp).map_err(err)?;
-    f.write_all(bytes).map_err(err)?;
-    f.sync_all().map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)?;
-    Ok(())
+    crate::atomic::write_atomic(path, bytes).map_err(|source| ReportError::Write { path: path.to_path_buf(), source })
 }

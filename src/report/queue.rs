@@ -15,29 +15,23 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{ints, millis, rfc3339, strs, window_params};
-use super::money::round_ratio;
+use crate::domain::money::round_ratio;
 use super::render::{Cell, Report};
 use super::Result;
 use crate::engine::run_query;
 use crate::queries::Queries;
-use crate::timewin::Window;
+use crate::domain::stats::nearest_rank;
+use crate::domain::units::US_PER_HOUR;
+use crate::domain::window::Window;
 
 const LONGEST: usize = 20;
-
-pub fn nearest_rank(sorted: &[i64], p: f64) -> Option<i64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (p * (sorted.len() - 1) as f64).round() as usize;
-    Some(sorted[rank.min(sorted.len() - 1)])
-}
 
 fn minutes(ms: i64) -> Cell {
     Cell::Dec { units: round_ratio(ms as i128, 60_000, 2), decimals: 2 }
 }
 
 fn avg(us: i64, hours: i64) -> Cell {
-    Cell::Dec { units: round_ratio(us as i128, 3_600_000_000 * hours.max(1) as i128, 2), decimals: 2 }
+    Cell::Dec { units: round_ratio(us as i128, US_PER_HOUR * hours.max(1) as i128, 2), decimals: 2 }
 }
 
 struct Pod {
@@ -172,18 +166,4 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
         });
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::nearest_rank;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        assert_eq!(nearest_rank(&[], 0.5), None);
-        assert_eq!(nearest_rank(&[7], 0.95), Some(7));
-        assert_eq!(nearest_rank(&[1, 2, 3, 4], 0.5), Some(3)); // round(1.5) = 2
-        assert_eq!(nearest_rank(&[1, 2, 3, 4, 5], 0.95), Some(5));
-        assert_eq!(nearest_rank(&[1, 2, 3, 4, 5], 1.0), Some(5));
-    }
 }

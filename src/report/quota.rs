@@ -16,13 +16,13 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{ints, strs, window_params};
-use super::money::{format_units, round_ratio};
+use crate::domain::money::{format_units, round_ratio};
 use super::render::{Cell, Report};
 use super::Result;
 use crate::config::Config;
 use crate::engine::run_query;
 use crate::queries::Queries;
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 /// One namespace's use: seconds spent holding each number of whole GPUs.
 #[derive(Debug, Default, Clone)]

@@ -7,7 +7,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use serde_json::{Map, Value};
 
-use super::money::format_units;
+use crate::domain::money::format_units;
 use super::{ReportError, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

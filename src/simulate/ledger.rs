@@ -11,7 +11,7 @@ use super::scheduler::Schedule;
 use super::signals::SignalModel;
 use super::workload::NamespaceSpec;
 
-pub const UNALLOCATED: &str = "__unallocated__";
+use crate::domain::units::UNALLOCATED;
 
 /// The idle rule the ledger's `idle_gpu_seconds` follow: the idle report's defaults
 /// (`idle.util_threshold_pct`, `idle.min_minutes`).
@@ -53,11 +53,7 @@ pub struct Ledger {
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (p * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
+    crate::domain::stats::nearest_rank(sorted, p).unwrap_or(0.0)
 }
 
 pub fn compute(

@@ -138,7 +138,7 @@ impl Simulation {
             }
         }
         let held_total: f64 = held.values().sum();
-        held.insert(ledger::UNALLOCATED.to_string(), pool - held_total);
+        held.insert(crate::domain::units::UNALLOCATED.to_string(), pool - held_total);
         let ms = |t: i64| chrono::DateTime::from_timestamp_millis(t).map_or(String::new(), |t| t.to_rfc3339());
         serde_json::json!({ "node": node.name, "start": ms(o.start), "end": ms(o.end), "pool_gpu_seconds": pool, "namespaces_gpu_seconds": held })
     }

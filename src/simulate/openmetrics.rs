@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::scheduler::SimPod;
-use crate::collect::dcgm::Field as Dcgm;
+use crate::domain::dcgm_field::Field as Dcgm;
 use super::signals::{GpuStep, SignalModel, UnitCursor};
 use super::Simulation;
 

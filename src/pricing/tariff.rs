@@ -2,64 +2,12 @@
 //! zone, with effective dates), resolved onto a 15-minute UTC grid. The grid is what SQL
 //! joins against (`power_tariff`), so a rollup prices each sample with one equi-join.
 
-use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Timelike, Utc, Weekday};
+use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 
 use crate::config::{PowerPricing, TariffBand};
-
-/// Buckets of the resolved grid; every band boundary (local, at a 15-minute multiple, in a
-/// zone whose offset is a multiple of 15 minutes) falls on a bucket edge.
-pub const BUCKET_MS: i64 = 15 * 60 * 1000;
-
-pub fn parse_timezone(name: &str) -> Result<Tz, String> {
-    name.parse::<Tz>().map_err(|_| format!("must be an IANA time zone such as \"UTC\" or \"Europe/Berlin\", got {name:?}"))
-}
-
-/// "22:00-06:00" or "22-06" -> minutes of the local day [start, end); end may be 24:00, and
-/// an end before the start wraps past midnight. Minutes must be multiples of 15.
-pub fn parse_hours(text: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("must look like \"22:00-06:00\" (local, 15-minute steps), got {text:?}");
-    let (a, b) = text.split_once('-').ok_or_else(bad)?;
-    let minute = |s: &str| -> Option<u32> {
-        let s = s.trim();
-        let (h, m) = match s.split_once(':') {
-            Some((h, m)) => (h.parse::<u32>().ok()?, m.parse::<u32>().ok()?),
-            None => (s.parse::<u32>().ok()?, 0),
-        };
-        (m < 60 && m % 15 == 0 && (h < 24 || (h == 24 && m == 0))).then_some(h * 60 + m)
-    };
-    let (start, end) = (minute(a).ok_or_else(bad)?, minute(b).ok_or_else(bad)?);
-    if start == end || start == 24 * 60 {
-        return Err(format!("{} (an empty band)", bad()));
-    }
-    Ok((start, end))
-}
-
-pub fn parse_days(days: &[String]) -> Result<Vec<Weekday>, String> {
-    if days.is_empty() {
-        return Err("must name at least one day (mon ... sun)".into());
-    }
-    days.iter()
-        .map(|d| d.trim().parse::<Weekday>().map_err(|_| format!("unknown day {d:?}; use mon, tue, wed, thu, fri, sat, sun")))
-        .collect()
-}
-
-#[derive(Debug, Clone)]
-struct Band {
-    name: String,
-    price: f64,
-    start: u32,
-    end: u32,
-    days: Vec<Weekday>,
-    effective_from: NaiveDate,
-}
-
-impl Band {
-    fn covers(&self, minute: u32, day: Weekday) -> bool {
-        let in_hours = if self.start < self.end { minute >= self.start && minute < self.end } else { minute >= self.start || minute < self.end };
-        in_hours && self.days.contains(&day)
-    }
-}
+use crate::domain::tariff_time::{parse_timezone, TimeBand};
+use crate::domain::units::BUCKET_MS;
 
 /// The rate in force at an instant.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +22,7 @@ pub struct Tariff {
     tz: Tz,
     flat: f64,
     /// Sorted by effective date; each date's bands in config order.
-    bands: Vec<Band>,
+    bands: Vec<TimeBand>,
 }
 
 impl Tariff {
@@ -110,34 +58,8 @@ impl Tariff {
     }
 }
 
-/// Two bands in force from the same date, at different prices, that cover the same local time:
-/// `(i, j, when)` for the first such pair (config indices, `j` the later), e.g.
-/// `(0, 1, "mon 22:00")`. The first band would silently decide the price, so the config is
-/// refused instead; bands at one price may overlap (a weekend band over the nightly one).
-pub fn first_overlap(bands: &[TariffBand]) -> Result<Option<(usize, usize, String)>, String> {
-    let parsed = bands.iter().map(band).collect::<Result<Vec<_>, _>>()?;
-    const DAYS: [Weekday; 7] = [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun];
-    for j in 0..parsed.len() {
-        for i in 0..j {
-            if parsed[i].effective_from != parsed[j].effective_from || parsed[i].price == parsed[j].price {
-                continue;
-            }
-            for day in DAYS {
-                for minute in (0..24 * 60).step_by(15) {
-                    if parsed[i].covers(minute, day) && parsed[j].covers(minute, day) {
-                        let name = format!("{day}").to_lowercase();
-                        return Ok(Some((i, j, format!("{name} {:02}:{:02}", minute / 60, minute % 60))));
-                    }
-                }
-            }
-        }
-    }
-    Ok(None)
-}
-
-fn band(b: &TariffBand) -> Result<Band, String> {
-    let (start, end) = parse_hours(&b.hours)?;
-    Ok(Band { name: b.name.clone(), price: b.price_per_kwh, start, end, days: parse_days(&b.days)?, effective_from: b.effective_from })
+fn band(b: &TariffBand) -> Result<TimeBand, String> {
+    TimeBand::parse(&b.name, b.price_per_kwh, &b.hours, &b.days, b.effective_from)
 }
 
 #[cfg(test)]
@@ -163,17 +85,6 @@ mod tests {
 
     fn at(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
-    }
-
-    #[test]
-    fn hours_parse_and_reject() {
-        assert_eq!(parse_hours("22:00-06:00"), Ok((1320, 360)));
-        assert_eq!(parse_hours("7-19"), Ok((420, 1140)));
-        assert_eq!(parse_hours("00:00-24:00"), Ok((0, 1440)));
-        assert!(parse_hours("22:10-06:00").is_err());
-        assert!(parse_hours("25-06").is_err());
-        assert!(parse_hours("06-06").is_err());
-        assert!(parse_hours("night").is_err());
     }
 
     #[test]

@@ -21,9 +21,30 @@ pub fn apportion(values: &[i128], denom: i128, decimals: u32) -> (Vec<i128>, i12
     let total = round_ratio(total_exact, denom, decimals);
     let scale = 10i128.pow(decimals);
     let mut parts: Vec<i128> = values.iter().map(|v| (v * scale).div_euclid(denom)).collect();
-    let mut remainders: Vec<(i128, usize)> = values.iter().enumerate().map(|(i, v)| ((v * scale).rem_euclid(denom), i)).collect();
-    let mut short = total - parts.iter().sum::<i128>();
-    // Largest remainder first; ties go to the earlier row, so the result is deterministic.
+    let remainders: Vec<(i128, usize)> = values.iter().enumerate().map(|(i, v)| ((v * scale).rem_euclid(denom), i)).collect();
+    let short = total - parts.iter().sum::<i128>();
+    largest_remainder(&mut parts, remainders, short);
+    (parts, total)
+}
+
+/// Splits `amount` over `weights` exactly (largest remainder, ties to the earlier index).
+/// Weights must be non-negative with a positive sum, and small enough that amount % sum x
+/// weight fits in i128 (weights in cents or 1e-4 GPU-hours are).
+pub fn split(amount: i128, weights: &[i128]) -> Vec<i128> {
+    let sum: i128 = weights.iter().sum();
+    assert!(sum > 0, "split needs a positive weight");
+    let (q, r) = (amount.div_euclid(sum), amount.rem_euclid(sum));
+    let mut parts: Vec<i128> = weights.iter().map(|w| q * w + (r * w) / sum).collect();
+    let remainders: Vec<(i128, usize)> = weights.iter().enumerate().map(|(i, w)| ((r * w) % sum, i)).collect();
+    let short = amount - parts.iter().sum::<i128>();
+    largest_remainder(&mut parts, remainders, short);
+    parts
+}
+
+/// The largest-remainder step both share: `short` units (either sign) go one at a time to the
+/// parts with the largest `(remainder, index)` first (ties to the earlier index); units taken
+/// back come from the smallest remainders first. Deterministic.
+fn largest_remainder(parts: &mut [i128], mut remainders: Vec<(i128, usize)>, mut short: i128) {
     remainders.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut i = 0;
     while short > 0 && !remainders.is_empty() {
@@ -37,7 +58,6 @@ pub fn apportion(values: &[i128], denom: i128, decimals: u32) -> (Vec<i128>, i12
         short += 1;
         i += 1;
     }
-    (parts, total)
 }
 
 /// Formats `units` of `10^-decimals` as a plain decimal string ("1234.50").
@@ -67,6 +87,19 @@ pub fn is_iso4217(code: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_is_exact_and_proportional() {
+        let parts = split(1_000_003, &[1, 1, 1]);
+        assert_eq!(parts.iter().sum::<i128>(), 1_000_003);
+        assert_eq!(parts, vec![333_335, 333_334, 333_334]);
+        let parts = split(-10, &[3, 1]);
+        assert_eq!(parts.iter().sum::<i128>(), -10);
+        assert_eq!(parts, vec![-7, -3]);
+        let big = 3_600_000_000 * 1_000_000_000_000 * 123_456; // a currency unit of raw money x 123,456
+        let parts = split(big, &[500_000_00, 250_000_00, 1]);
+        assert_eq!(parts.iter().sum::<i128>(), big);
+    }
 
     #[test]
     fn parts_sum_to_total() {

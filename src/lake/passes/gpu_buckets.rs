@@ -22,7 +22,7 @@ use crate::lake::intern::Interner;
 use crate::lake::rollup::{self, Rollup};
 use crate::lake::scan::{day_files, fold_files};
 use crate::lake::{Lake, Table};
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 pub const TABLE: &str = "gpu_buckets";
 

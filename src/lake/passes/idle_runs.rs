@@ -27,7 +27,7 @@ use crate::lake::intern::{label_column, row_id, typed_column, Interner, NULL_ID}
 use crate::lake::scan::{OrderedScan, ScanError};
 use crate::lake::schema::ts_type;
 use crate::lake::{Lake, Table};
-use crate::timewin::Window;
+use crate::domain::window::Window;
 
 pub const HOLDING_TABLE: &str = "idle_holding";
 pub const RUNS_TABLE: &str = "idle_runs";
@@ -145,7 +145,7 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>)
         // Per dictionary value of the batch's clusters: whether its rows are read.
         let wanted: Option<(Vec<bool>, bool)> = cluster.map(|c| {
             let names = cols.cluster.values().as_any().downcast_ref::<arrow::array::StringArray>().map(|v| v.iter().map(|n| n == Some(c)).collect()).unwrap_or_default();
-            (names, c == crate::lake::schema::DEFAULT_CLUSTER)
+            (names, c == crate::domain::units::DEFAULT_CLUSTER)
         });
         let mut cached: Option<(Key, usize)> = None;
         for i in 0..batch.num_rows() {

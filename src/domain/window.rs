@@ -86,11 +86,44 @@ impl Window {
     pub fn seconds(&self) -> i64 {
         (self.end - self.start).num_seconds()
     }
+
+    /// The window cut at UTC midnights into pieces of at most `days` days (whole days, so no
+    /// day's rows are split between pieces), in order, without gaps or overlaps.
+    pub fn pieces(&self, days: i64) -> Vec<Window> {
+        let mut pieces = Vec::new();
+        let mut start = self.start;
+        while start < self.end {
+            let next = (start.date_naive() + Duration::days(days.max(1))).and_time(NaiveTime::MIN).and_utc();
+            let end = next.min(self.end);
+            pieces.push(Window { start, end });
+            start = end;
+        }
+        pieces
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pieces_are_whole_days_covering_the_window() {
+        use chrono::TimeZone;
+        let month = Window::month("2026-10", Utc::now()).unwrap();
+        let starts: Vec<u32> = month.pieces(7).iter().map(|p| p.start.day()).collect();
+        assert_eq!(starts, vec![1, 8, 15, 22, 29]);
+        assert_eq!(month.pieces(7).last().unwrap().end, month.end);
+        assert_eq!(month.pieces(1).len(), 31);
+        let odd = Window::new(Utc.with_ymd_and_hms(2026, 10, 3, 13, 0, 0).unwrap(), Utc.with_ymd_and_hms(2026, 10, 11, 2, 0, 0).unwrap()).unwrap();
+        let p = odd.pieces(7);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].start, p[0].end), (odd.start, Utc.with_ymd_and_hms(2026, 10, 10, 0, 0, 0).unwrap()));
+        assert_eq!((p[1].start, p[1].end), (Utc.with_ymd_and_hms(2026, 10, 10, 0, 0, 0).unwrap(), odd.end));
+        for w in odd.pieces(1).windows(2) {
+            assert_eq!(w[0].end, w[1].start, "no gap, no overlap");
+        }
+        assert_eq!(odd.pieces(1).len(), 9);
+    }
 
     #[test]
     fn month_windows() {

@@ -1,0 +1,38 @@
+//! The one DataFusion session builder, used by every command and test (`session`): a bounded
+//! memory pool, the lake's tables registered with their explicit schemas and `date` partitions,
+//! the config's price tables (`pricing`) and the views (`register`); and the one way our
+//! queries run (`run`): parameters bound, read-only, under the session's time limit.
+
+use datafusion::error::DataFusionError;
+
+mod register;
+mod run;
+mod session;
+
+pub use register::register_batches;
+pub use run::{query_error, run_query, run_query_schema, run_query_with, str_param, stream_query, timeout_error, ts_param};
+pub use session::{session_cluster, session_lake, session_result_limits, SessionBuilder};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("registering table {table}: {source}")]
+    Register { table: String, source: DataFusionError },
+    #[error("query {query}: {source}")]
+    Query { query: String, source: DataFusionError },
+    #[error("engine setup: {0}")]
+    Setup(String),
+    #[error("query {query}: a lake file cannot be read: {file}; restore it, or re-collect its day (collect --from DAY --to NEXT_DAY)")]
+    LakeFile { query: String, file: String, source: DataFusionError },
+    #[error("query {query}: it spilled more than engine.spill_limit ({limit}) to disk; narrow the query (fewer rows before the sort, join or aggregate) or raise the key")]
+    SpillLimit { query: String, limit: String },
+    #[error("the lake's {table} holds Parquet files gpuledger did not write, which queries would read as its rows: {files}. Move them out of the lake")]
+    StrayFiles { table: &'static str, files: String },
+    #[error("query {query}: no result after {secs} s on {engine} (engine.query_timeout_secs){hint}")]
+    Timeout { query: String, secs: u64, engine: String, hint: &'static str },
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+fn setup(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Setup(e.to_string())
+}

@@ -1,0 +1,188 @@
+//! Tables into a session: the lake's folders as listing tables (limited to one cluster where
+//! asked), the config's tables (prices from `pricing`, the calendar, teams), the views of
+//! `queries/views/`, and tables gpuledger computes itself (`register_batches`).
+
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use chrono::{NaiveDate, NaiveTime};
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+
+use super::{setup, EngineError, Result};
+use crate::config::Config;
+use crate::distributed::Scratch;
+use crate::lake::{Lake, Table};
+
+/// The config as tables, so every rollup is a join a finance user can read: the price tables
+/// (`pricing::tables`), `calendar` (the lake's days) and `teams_config`.
+pub(super) fn register_config_tables(ctx: &SessionContext, lake: &Lake, config: &Config) -> Result<()> {
+    let days = lake.dates(Table::GpuSamples).unwrap_or_default();
+    for (name, batch) in crate::pricing::tables::price_tables(config, days.first().copied().zip(days.last().copied())).map_err(setup)? {
+        register_mem(ctx, name, batch.schema(), batch)?;
+    }
+    register_calendar(ctx, lake)?;
+    register_teams(ctx, config)
+}
+
+/// Replaces `table` with a view of its rows of `cluster`; the whole table stays as
+/// `<table>_all_clusters`.
+pub(super) async fn limit_to_cluster(ctx: &SessionContext, table: Table, cluster: &str) -> Result<()> {
+    let (name, all) = (table.name(), format!("{}_all_clusters", table.name()));
+    let reg_err = |source| EngineError::Register { table: name.into(), source };
+    let provider = ctx.deregister_table(name).map_err(reg_err)?.ok_or_else(|| setup(format!("{name} is not registered")))?;
+    ctx.register_table(all.as_str(), provider).map_err(reg_err)?;
+    let quoted = cluster.replace('\'', "''");
+    let sql = format!(
+        "CREATE VIEW {name} AS SELECT * FROM {all} WHERE COALESCE(CAST(cluster AS VARCHAR), '{}') = '{quoted}'",
+        crate::domain::units::DEFAULT_CLUSTER
+    );
+    ctx.sql(&sql).await.map_err(|e| setup(format!("limiting {name} to cluster {cluster}: {e}")))?;
+    Ok(())
+}
+
+/// Registers `<lake>/<table>/` as a listing table with the explicit schema and a `date`
+/// partition column; an absent folder (a first run) becomes an empty table.
+pub(super) async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) -> Result<()> {
+    let dir = lake.table_dir(table);
+    // A folder that cannot be listed (permissions, an unreachable bucket) is an error, never
+    // an empty table: a report on it would be silently empty.
+    let days = lake.dates(table).map_err(|e| EngineError::Setup(format!("listing {}: {e}", dir.display())))?;
+    if days.is_empty() {
+        return register_batches(ctx, table.name(), with_date_column(table.schema()), vec![vec![]]);
+    }
+    let stray = lake.stray_files(table).map_err(|e| EngineError::Setup(format!("listing {}: {e}", dir.display())))?;
+    if !stray.is_empty() {
+        let mut files: Vec<String> = stray.iter().take(5).map(|p| p.display().to_string()).collect();
+        if stray.len() > 5 {
+            files.push(format!("and {} more", stray.len() - 5));
+        }
+        return Err(EngineError::StrayFiles { table: table.name(), files: files.join(", ") });
+    }
+    register_parquet_dir(ctx, lake, table.name(), &dir, table.schema(), &["date"])
+}
+
+/// Registers the Parquet files under `dir` (with `partition_cols` as Hive-style `name=value`
+/// folders) as the external table `name`; a local folder by its absolute path, so that
+/// executors of a cluster sharing the filesystem find it too.
+fn register_parquet_dir(ctx: &SessionContext, lake: &Lake, name: &str, dir: &std::path::Path, schema: SchemaRef, partition_cols: &[&str]) -> Result<()> {
+    let reg_err = |source| EngineError::Register { table: name.into(), source };
+    let dir = if lake.is_local() { std::path::absolute(dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))? } else { dir.to_path_buf() };
+    let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
+        .with_file_extension(".parquet")
+        .with_table_partition_cols(partition_cols.iter().map(|c| (c.to_string(), DataType::Utf8)).collect());
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema);
+    let provider = ListingTable::try_new(config).map_err(reg_err)?;
+    ctx.register_table(name, Arc::new(provider)).map_err(reg_err)?;
+    Ok(())
+}
+
+/// The views of `queries/views/` (the common joins: usage with team and price, pod runs,
+/// daily usage), defined in every session.
+pub(super) async fn register_views(ctx: &SessionContext) -> Result<()> {
+    for (name, sql) in crate::queries::VIEWS {
+        let reg_err = |source| EngineError::Register { table: format!("view {name}"), source };
+        ctx.sql(&format!("CREATE VIEW {name} AS\n{sql}")).await.map_err(reg_err)?;
+    }
+    Ok(())
+}
+
+fn with_date_column(schema: SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("date", DataType::Utf8, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// `calendar(date, day_start, day_end)`: the UTC days from the lake's first to its last
+/// partition, for cutting intervals (pod runs) at day boundaries.
+fn register_calendar(ctx: &SessionContext, lake: &Lake) -> Result<()> {
+    let mut first: Option<NaiveDate> = None;
+    let mut last: Option<NaiveDate> = None;
+    for table in Table::ALL {
+        let days = lake.dates(table).unwrap_or_default();
+        if let (Some(a), Some(b)) = (days.first(), days.last()) {
+            first = Some(first.map_or(*a, |f| f.min(*a)));
+            last = Some(last.map_or(*b, |l| l.max(*b)));
+        }
+    }
+    let days: Vec<NaiveDate> = match (first, last) {
+        (Some(a), Some(b)) => a.iter_days().take_while(|d| *d <= b).collect(),
+        _ => Vec::new(),
+    };
+    let schema = Arc::new(Schema::new(vec![Field::new("date", DataType::Utf8, false), ts_field("day_start"), ts_field("day_end")]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(days.iter().map(|d| d.to_string()).collect::<Vec<_>>())),
+            Arc::new(ts_array(days.iter().map(|d| day_ms(*d)).collect())),
+            Arc::new(ts_array(days.iter().map(|d| day_ms(*d) + 86_400_000).collect())),
+        ],
+    )
+    .map_err(setup)?;
+    register_mem(ctx, "calendar", schema, batch)
+}
+
+fn day_ms(d: NaiveDate) -> i64 {
+    d.and_time(NaiveTime::MIN).and_utc().timestamp_millis()
+}
+
+fn ts_array(values: Vec<i64>) -> TimestampMillisecondArray {
+    TimestampMillisecondArray::from(values).with_timezone("UTC")
+}
+
+fn ts_field(name: &str) -> Field {
+    Field::new(name, crate::lake::schema::ts_type(), false)
+}
+
+fn register_teams(ctx: &SessionContext, config: &Config) -> Result<()> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("namespace", DataType::Utf8, false),
+        Field::new("team", DataType::Utf8, false),
+        Field::new("cost_centre", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(config.teams.keys().cloned().collect::<Vec<_>>())),
+            Arc::new(StringArray::from(config.teams.values().map(|t| t.team().to_string()).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(config.teams.values().map(|t| t.cost_centre().map(str::to_string)).collect::<Vec<_>>())),
+        ],
+    )
+    .map_err(setup)?;
+    register_mem(ctx, "teams_config", schema, batch)
+}
+
+fn register_mem(ctx: &SessionContext, name: &str, schema: SchemaRef, batch: RecordBatch) -> Result<()> {
+    register_batches(ctx, name, schema, vec![vec![batch]])
+}
+
+/// Registers `partitions` as the table `name`, replacing any table of that name. In memory on
+/// the local engine; on Ballista, whose executors cannot see this process's memory, written as
+/// Parquet under the session's scratch folder and registered as an external table.
+pub fn register_batches(ctx: &SessionContext, name: &str, schema: SchemaRef, partitions: Vec<Vec<RecordBatch>>) -> Result<()> {
+    let reg_err = |source| EngineError::Register { table: name.into(), source };
+    let _ = ctx.deregister_table(name);
+    let Some(scratch) = ctx.state().config().get_extension::<Scratch>() else {
+        let table = MemTable::try_new(schema, partitions).map_err(reg_err)?;
+        ctx.register_table(name, Arc::new(table)).map_err(reg_err)?;
+        return Ok(());
+    };
+    let dir = scratch.table_dir(name);
+    let file = dir.join("part-0.parquet");
+    let write_err = |e: std::io::Error| EngineError::Setup(format!("writing table {name} to {}: {e}", file.display()));
+    scratch
+        .lake()
+        .publish(&file, |out| {
+            let mut w = parquet::arrow::ArrowWriter::try_new(out, Arc::clone(&schema), None).map_err(std::io::Error::other)?;
+            for batch in partitions.iter().flatten() {
+                w.write(batch).map_err(std::io::Error::other)?;
+            }
+            w.close().map(|_| ()).map_err(std::io::Error::other)
+        })
+        .map_err(write_err)?;
+    register_parquet_dir(ctx, scratch.lake(), name, &dir, schema, &[])
+}

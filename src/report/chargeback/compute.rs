@@ -1,0 +1,197 @@
+//! Running the chargeback's queries: step 1 (pricing the 15-minute sums) a week at a time,
+//! then `queries/chargeback.sql` over its grain, decoded into detail rows.
+
+use std::collections::BTreeMap;
+
+use datafusion::prelude::SessionContext;
+
+use super::*;
+use crate::domain::window::Window;
+use crate::engine::run_query;
+use crate::queries::Queries;
+use crate::report::columns::{decimals, ints, strs, window_params};
+use crate::report::{ReportError, Result};
+
+fn shape(detail: impl Into<String>) -> ReportError {
+    ReportError::Shape { report: R, detail: detail.into() }
+}
+
+fn raw(v: (i128, u32)) -> Result<i128> {
+    if v.1 > MONEY_SCALE {
+        return Err(shape(format!("money at scale {} (expected at most {MONEY_SCALE})", v.1)));
+    }
+    Ok(v.0 * 10i128.pow(MONEY_SCALE - v.1))
+}
+
+/// Days per piece of the chargeback's step 1: the pass and its pricing run a week at a time, so
+/// their memory follows a week of 15-minute buckets, however long the window.
+const STEP1_DAYS: i64 = 7;
+
+/// Bucket rows gathered before they are priced: the week pieces' sums are priced together up
+/// to about this many rows (~120 MB), so a month of a thousand GPUs is priced in one query
+/// (one plan, not five) while a larger fleet's memory stays bounded.
+const PRICE_BATCH_ROWS: usize = 1_000_000;
+
+/// Step 1's pricing of gathered bucket rows: `chargeback_grain.sql` and `cluster_totals.sql`
+/// over them as the table `gpu_buckets`; the priced rows, their schema and the (GPU-us, mJ,
+/// rows) totals.
+async fn price_buckets(
+    ctx: &SessionContext,
+    queries: &Queries,
+    window: &Window,
+    batches: Vec<arrow::array::RecordBatch>,
+    threads: usize,
+) -> Result<(datafusion::arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>, (i64, i64, i64))> {
+    // The batches dealt round-robin over the session's partitions.
+    let mut partitions: Vec<Vec<arrow::array::RecordBatch>> = vec![Vec::new(); threads.max(1)];
+    for (i, b) in batches.into_iter().enumerate() {
+        partitions[i % threads.max(1)].push(b);
+    }
+    crate::engine::register_batches(ctx, crate::lake::passes::gpu_buckets::TABLE, crate::lake::passes::gpu_buckets::schema(), partitions)?;
+    let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await;
+    let totals = match priced {
+        Ok(_) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
+        Err(_) => Ok(None),
+    };
+    let _ = ctx.deregister_table(crate::lake::passes::gpu_buckets::TABLE);
+    let (schema, priced) = priced?;
+    let totals = totals?.unwrap_or_default();
+    let t = totals.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
+    let one = |name| ints("cluster_totals", t, name).map(|v| v[0].unwrap_or(0));
+    Ok((schema, priced, (one("gpu_us")?, one("energy_mj")?, one("rows")?)))
+}
+
+/// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
+pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
+    // Step 1: gpu_samples summed per 15-minute bucket (the lake's rollups, or a pass over the
+    // samples of days without a current one) a week at a time, priced in SQL and totalled for
+    // the conservation line in batches of up to PRICE_BATCH_ROWS bucket rows (its rows are per
+    // day, so the batches only add up); step 2 reads the (small) priced result as a table.
+    let t = std::time::Instant::now();
+    let lake = crate::engine::session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan"))?;
+    let threads = ctx.state().config().target_partitions();
+    let mut schema = None;
+    let mut grain = Vec::new();
+    // (GPU-us, mJ, rows) of the window, summed over the batches by `cluster_totals.sql`.
+    let mut cluster = (0i64, 0i64, 0i64);
+    let pieces = window.pieces(STEP1_DAYS);
+    let only_cluster = crate::engine::session_cluster(ctx);
+    let mut gathered: Vec<arrow::array::RecordBatch> = Vec::new();
+    let mut gathered_from = window.start;
+    for (i, piece) in pieces.iter().enumerate() {
+        let (lake, scan_window) = (lake.clone(), *piece);
+        let buckets = tokio::task::spawn_blocking(move || crate::lake::passes::gpu_buckets::scan(&lake, &scan_window, threads))
+            .await
+            .map_err(|e| shape(format!("the GPU row pass stopped: {e}")))??;
+        tracing::debug!(
+            "gpu_buckets {}: {} rows into {} buckets ({} days from rollups, samples read for {:?}) at {:.2}s",
+            piece.label(),
+            buckets.rows,
+            buckets.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+            buckets.rollup_days,
+            buckets.scanned_days,
+            t.elapsed().as_secs_f64()
+        );
+        match &only_cluster {
+            Some(c) => {
+                for b in buckets.batches {
+                    gathered.push(of_cluster(&b, c)?);
+                }
+            }
+            None => gathered.extend(buckets.batches),
+        }
+        let rows: usize = gathered.iter().map(|b| b.num_rows()).sum();
+        if rows < PRICE_BATCH_ROWS && i + 1 < pieces.len() {
+            continue;
+        }
+        let priced_window = Window { start: gathered_from, end: piece.end };
+        let (s, batches, totals) = price_buckets(ctx, queries, &priced_window, std::mem::take(&mut gathered), threads).await?;
+        tracing::debug!("priced {} bucket rows of {} at {:.2}s", rows, priced_window.label(), t.elapsed().as_secs_f64());
+        gathered_from = piece.end;
+        schema.get_or_insert(s);
+        grain.extend(batches);
+        cluster = (cluster.0 + totals.0, cluster.1 + totals.1, cluster.2 + totals.2);
+    }
+    let schema = schema.ok_or_else(|| shape("an empty window"))?;
+    let grain_rows: usize = grain.iter().map(|b| b.num_rows()).sum();
+    crate::engine::register_batches(ctx, "chargeback_grain", schema, vec![grain])?;
+    tracing::debug!("chargeback_grain: {} rows in {:.2}s", grain_rows, t.elapsed().as_secs_f64());
+    let t = std::time::Instant::now();
+    // The pods' running time per day, read three times by the detail SQL: computed once.
+    let (s, runs) = crate::engine::run_query_schema(ctx, "pod_run_days", &queries.get("pod_run_days")?, window_params(window)).await?;
+    crate::engine::register_batches(ctx, POD_RUN_DAYS, s, vec![runs])?;
+    let batches = run_query(ctx, R, &queries.get(R)?, window_params(window)).await;
+    tracing::debug!("chargeback: detail rows in {:.2}s", t.elapsed().as_secs_f64());
+    let _ = ctx.deregister_table("chargeback_grain");
+    let _ = ctx.deregister_table(POD_RUN_DAYS);
+    let mut detail = Vec::new();
+    for b in &batches? {
+        let (ns, model, profile, date) = (strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, strs(R, b, "date")?);
+        let cluster = strs(R, b, "cluster")?;
+        let int = |name| ints(R, b, name);
+        let (gpu_us, energy, util, unpriced, req, core, gib) =
+            (int("gpu_us")?, int("energy_mj")?, int("util_gpu_us")?, int("unpriced_gpu_us")?, int("request_based_gpu_us")?, int("core_us")?, int("gib_us")?);
+        let util_known = int("util_known_gpu_us")?;
+        let dec = |name| decimals(R, b, name);
+        let (gpu_cost, power, carbon, cpu, mem) = (dec("gpu_cost_us")?, dec("power_cost_mj")?, dec("carbon_mg")?, dec("cpu_cost_us")?, dec("mem_cost_us")?);
+        for i in 0..b.num_rows() {
+            detail.push(DetailRow {
+                cluster: cluster[i].clone().unwrap_or_else(|| crate::domain::units::DEFAULT_CLUSTER.to_string()),
+                namespace: ns[i].clone().ok_or_else(|| shape("null namespace"))?,
+                gpu_model: model[i].clone(),
+                mig_profile: profile[i].clone(),
+                date: date[i].clone().ok_or_else(|| shape("null date"))?,
+                q: Quantities {
+                    gpu_us: gpu_us[i].unwrap_or(0),
+                    energy_mj: energy[i].unwrap_or(0),
+                    util_gpu_us: util[i].unwrap_or(0),
+                    util_known_gpu_us: util_known[i].unwrap_or(0),
+                    gpu_cost: raw(gpu_cost[i])?,
+                    power_cost: raw(power[i])?,
+                    carbon_mg: raw(carbon[i])?,
+                    unpriced_gpu_us: unpriced[i].unwrap_or(0),
+                    request_based_gpu_us: req[i].unwrap_or(0),
+                    core_us: core[i].unwrap_or(0),
+                    cpu_cost: raw(cpu[i])?,
+                    gib_us: gib[i].unwrap_or(0),
+                    memory_cost: raw(mem[i])?,
+                },
+            });
+        }
+    }
+    if let Some(only) = crate::engine::session_cluster(ctx) {
+        detail.retain(|r| r.cluster == only);
+    }
+    detail.sort_by(|a, b| (&a.cluster, &a.namespace, &a.gpu_model, &a.mig_profile, &a.date).cmp(&(&b.cluster, &b.namespace, &b.gpu_model, &b.mig_profile, &b.date)));
+
+    let mut owners = BTreeMap::new();
+    for b in &run_query(ctx, "namespace_owners", &queries.get("namespace_owners")?, vec![]).await? {
+        let (ns, team, cc) = (strs(R, b, "namespace")?, strs(R, b, "team")?, strs(R, b, "cost_centre")?);
+        for i in 0..b.num_rows() {
+            if let Some(ns) = ns[i].clone() {
+                owners.insert(ns, Owner { team: team[i].clone(), cost_centre: cc[i].clone() });
+            }
+        }
+    }
+
+    let gpus = run_query(ctx, "cluster_gpus", &queries.get("cluster_gpus")?, window_params(window)).await?;
+    let g = gpus.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_gpus returned no row"))?;
+    let cluster_gpus = ints("cluster_gpus", g, "gpus")?[0].unwrap_or(0);
+    Ok(Chargeback {
+        window: *window,
+        detail,
+        owners,
+        cluster_gpu_us: cluster.0,
+        cluster_energy_mj: cluster.1,
+        cluster_rows: cluster.2,
+        cluster_gpus,
+    })
+}
+
+/// The bucket rows of `b` in `cluster` (`--cluster`).
+fn of_cluster(b: &arrow::array::RecordBatch, cluster: &str) -> Result<arrow::array::RecordBatch> {
+    let names = arrow::compute::cast(b.column_by_name("cluster").ok_or_else(|| shape("gpu_buckets without cluster"))?, &arrow::datatypes::DataType::Utf8)
+        .map_err(|e| shape(e.to_string()))?;
+    let keep: arrow::array::BooleanArray = names.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| shape("cluster as text"))?.iter().map(|n| Some(n == Some(cluster))).collect();
+    arrow::compute::filter_record_batch(b, &keep).map_err(|e| shape(e.to_string()))
+}

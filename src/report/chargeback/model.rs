@@ -1,0 +1,130 @@
+//! The chargeback's types: exact quantities, the detail rows, the result with its cluster
+//! totals, and the conservation checks.
+
+use std::collections::BTreeMap;
+
+use crate::config::{Config, CostBasis};
+use crate::domain::window::Window;
+
+/// Exact quantities: integers, and money in raw units (see `RAW_PER_UNIT`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quantities {
+    pub gpu_us: i64,
+    pub energy_mj: i64,
+    pub util_gpu_us: i64,
+    /// The GPU time `util_gpu_us` was measured over: rows with a utilisation value.
+    pub util_known_gpu_us: i64,
+    pub gpu_cost: i128,
+    pub power_cost: i128,
+    pub carbon_mg: i128,
+    pub unpriced_gpu_us: i64,
+    pub request_based_gpu_us: i64,
+    pub core_us: i64,
+    pub cpu_cost: i128,
+    pub gib_us: i64,
+    pub memory_cost: i128,
+}
+
+impl Quantities {
+    pub fn add(&mut self, o: &Quantities) {
+        self.gpu_us += o.gpu_us;
+        self.energy_mj += o.energy_mj;
+        self.util_gpu_us += o.util_gpu_us;
+        self.util_known_gpu_us += o.util_known_gpu_us;
+        self.gpu_cost += o.gpu_cost;
+        self.power_cost += o.power_cost;
+        self.carbon_mg += o.carbon_mg;
+        self.unpriced_gpu_us += o.unpriced_gpu_us;
+        self.request_based_gpu_us += o.request_based_gpu_us;
+        self.core_us += o.core_us;
+        self.cpu_cost += o.cpu_cost;
+        self.gib_us += o.gib_us;
+        self.memory_cost += o.memory_cost;
+    }
+
+    /// GPU, CPU and memory at cloud prices.
+    pub fn cloud_cost(&self) -> i128 {
+        self.gpu_cost + self.cpu_cost + self.memory_cost
+    }
+
+    pub fn basis_cost(&self, basis: CostBasis) -> i128 {
+        match basis {
+            CostBasis::Cloud => self.cloud_cost(),
+            CostBasis::Power => self.power_cost,
+        }
+    }
+}
+
+/// One detail row of `queries/chargeback.sql`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetailRow {
+    /// The cluster (`prometheus.cluster_label`); node and namespace names are per cluster.
+    pub cluster: String,
+    pub namespace: String,
+    /// None on CPU / memory rows.
+    pub gpu_model: Option<String>,
+    pub mig_profile: Option<String>,
+    /// UTC day, YYYY-MM-DD.
+    pub date: String,
+    pub q: Quantities,
+}
+
+/// Team and cost centre of a namespace.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Owner {
+    pub team: Option<String>,
+    pub cost_centre: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Chargeback {
+    pub window: Window,
+    pub detail: Vec<DetailRow>,
+    pub owners: BTreeMap<String, Owner>,
+    pub cluster_gpu_us: i64,
+    pub cluster_energy_mj: i64,
+    pub cluster_rows: i64,
+    pub cluster_gpus: i64,
+}
+
+/// A namespace's totals after the idle / shared spread.
+#[derive(Debug, Clone)]
+pub struct NamespaceCharge {
+    pub cluster: String,
+    pub namespace: String,
+    pub owner: Owner,
+    pub q: Quantities,
+    /// Raw money moved onto (positive) or off (negative) this row by the spread policies.
+    pub spread: i128,
+}
+
+impl NamespaceCharge {
+    pub fn total(&self, basis: CostBasis) -> i128 {
+        self.q.basis_cost(basis) + self.spread
+    }
+}
+
+impl Chargeback {
+    pub fn rows_gpu_us(&self) -> i64 {
+        self.detail.iter().map(|r| r.q.gpu_us).sum()
+    }
+
+    pub fn rows_energy_mj(&self) -> i64 {
+        self.detail.iter().map(|r| r.q.energy_mj).sum()
+    }
+
+    pub fn gpu_us_conserved(&self) -> bool {
+        self.rows_gpu_us() == self.cluster_gpu_us
+    }
+
+    pub fn energy_conserved(&self) -> bool {
+        self.rows_energy_mj() == self.cluster_energy_mj
+    }
+
+    pub fn owner(&self, config: &Config, namespace: &str) -> Owner {
+        if let Some(entry) = config.teams.get(namespace) {
+            return Owner { team: Some(entry.team().to_string()), cost_centre: entry.cost_centre().map(str::to_string) };
+        }
+        self.owners.get(namespace).cloned().unwrap_or_default()
+    }
+}
