@@ -1,9 +1,9 @@
 //! The passes over `gpu_samples` against the same questions asked in plain SQL, on a simulated
 //! lake with MIG instances and a time-sliced GPU, over a window that cuts days in half:
-//! - the idle report's run detection (`src/report/idle_runs.rs` + `queries/idle_pods.sql`) vs
+//! - the idle report's run detection (`src/lake/passes/idle_runs.rs` + `queries/idle_pods.sql`) vs
 //!   `benches/sql/idle_pods_windowed.sql` (gaps and islands with window functions over every
 //!   row; at this size it fits in memory, at a month of 1,024 GPUs it does not);
-//! - the chargeback's per-bucket sums (`src/report/gpu_buckets.rs`, from the stored rollups or
+//! - the chargeback's per-bucket sums (`src/lake/passes/gpu_buckets.rs`, from the stored rollups or
 //!   the samples) vs `benches/sql/gpu_buckets.sql` (a GROUP BY over every row), and the rule
 //!   that a rollup is used only while it matches its day's samples.
 //! The SQL forms are independent formulations (DataFusion's operators, not the passes' loops).

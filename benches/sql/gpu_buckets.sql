@@ -1,6 +1,6 @@
 -- The chargeback's step 1 in plain SQL: gpu_samples in [$1, $2) summed per cluster, namespace, node,
 -- GPU model, MIG profile, 15-minute bucket (and its UTC day), share and step. gpuledger computes this table in one
--- pass over the day files (src/report/gpu_buckets.rs) and hands it to
+-- pass over the day files (src/lake/passes/gpu_buckets.rs) and hands it to
 -- queries/chargeback_grain.sql as `gpu_buckets`; DuckDB runs this SQL in `benches/run.sh` to
 -- make the same table, and the tests check the pass against it row for row.
 --   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition

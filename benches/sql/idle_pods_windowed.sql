@@ -1,6 +1,6 @@
 -- The idle report's per-pod question in plain SQL (gaps and islands over every row), as a peer
 -- engine would be asked it: DuckDB runs this in `benches/run.sh`, and the tests check
--- gpuledger's streaming pass (src/report/idle_runs.rs + queries/idle_pods.sql) against it.
+-- gpuledger's streaming pass (src/lake/passes/idle_runs.rs + queries/idle_pods.sql) against it.
 -- At a month of 1,024 GPUs this needs several GiB (DuckDB: 12 GiB RSS; DataFusion fails in a
 -- 1 GiB pool), which is why gpuledger does not run it.
 --

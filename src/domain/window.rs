@@ -29,6 +29,11 @@ pub fn parse_time(arg: &'static str, value: &str) -> Result<DateTime<Utc>, Windo
     Err(WindowError::BadTime { arg, value: value.to_string() })
 }
 
+/// Milliseconds since the epoch at the start (00:00 UTC) of `day`.
+pub fn day_start_ms(day: NaiveDate) -> i64 {
+    day.and_time(NaiveTime::MIN).and_utc().timestamp_millis()
+}
+
 pub fn first_of_month(year: i32, month: u32) -> Option<NaiveDate> {
     NaiveDate::from_ymd_opt(year, month, 1)
 }

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use chrono::{NaiveDate, NaiveTime};
+use chrono::NaiveDate;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::datasource::MemTable;
@@ -14,6 +14,8 @@ use datafusion::prelude::SessionContext;
 
 use super::{setup, EngineError, Result};
 use crate::config::Config;
+use crate::domain::window::day_start_ms as day_ms;
+use crate::lake::schema::{ts_array, ts_field};
 use crate::distributed::Scratch;
 use crate::lake::{Lake, Table};
 
@@ -124,18 +126,6 @@ fn register_calendar(ctx: &SessionContext, lake: &Lake) -> Result<()> {
     )
     .map_err(setup)?;
     register_mem(ctx, "calendar", schema, batch)
-}
-
-fn day_ms(d: NaiveDate) -> i64 {
-    d.and_time(NaiveTime::MIN).and_utc().timestamp_millis()
-}
-
-fn ts_array(values: Vec<i64>) -> TimestampMillisecondArray {
-    TimestampMillisecondArray::from(values).with_timezone("UTC")
-}
-
-fn ts_field(name: &str) -> Field {
-    Field::new(name, crate::lake::schema::ts_type(), false)
 }
 
 fn register_teams(ctx: &SessionContext, config: &Config) -> Result<()> {

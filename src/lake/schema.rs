@@ -150,6 +150,16 @@ pub fn ts_type() -> DataType {
     DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
 }
 
+/// A non-null column of [`ts_type`] named `name`.
+pub fn ts_field(name: &str) -> arrow::datatypes::Field {
+    arrow::datatypes::Field::new(name, ts_type(), false)
+}
+
+/// Milliseconds since the epoch as a [`ts_type`] array.
+pub fn ts_array(values: Vec<i64>) -> arrow::array::TimestampMillisecondArray {
+    arrow::array::TimestampMillisecondArray::from(values).with_timezone("UTC")
+}
+
 /// Low-cardinality labels are dictionary-encoded in memory and in Parquet.
 pub fn label_type() -> DataType {
     DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))

@@ -5,12 +5,14 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Decimal128Array, Float64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::array::{Decimal128Array, Float64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use chrono::{NaiveDate, NaiveTime};
+use chrono::NaiveDate;
 
 use super::tariff::Tariff;
 use crate::config::{Config, RatePrice};
+use crate::domain::window::day_start_ms as day_ms;
+use crate::lake::schema::{ts_array, ts_field};
 
 type Result<T, E = String> = std::result::Result<T, E>;
 
@@ -44,22 +46,10 @@ fn far_future() -> NaiveDate {
     NaiveDate::from_ymd_opt(2200, 1, 1).expect("valid date")
 }
 
-fn day_ms(d: NaiveDate) -> i64 {
-    d.and_time(NaiveTime::MIN).and_utc().timestamp_millis()
-}
-
-fn ts_array(values: Vec<i64>) -> TimestampMillisecondArray {
-    TimestampMillisecondArray::from(values).with_timezone("UTC")
-}
-
 fn dec_array(values: Vec<Option<f64>>) -> Result<Decimal128Array> {
     Decimal128Array::from(values.into_iter().map(|v| v.map(to_decimal)).collect::<Vec<_>>())
         .with_precision_and_scale(PRICE_PRECISION, PRICE_SCALE)
         .map_err(|e| e.to_string())
-}
-
-fn ts_field(name: &str) -> Field {
-    Field::new(name, crate::lake::schema::ts_type(), false)
 }
 
 fn dec_type() -> DataType {
