@@ -6,7 +6,6 @@
 //! Everything is summed from `queries/chargeback.sql`'s detail rows (namespace x GPU model x
 //! MIG profile x day), which the by-model report and the FOCUS export use too, so all three
 //! agree to the unit.
-
 //!
 //! `model` holds the types, `compute` runs the queries (step 1 a week at a time), `allocate`
 //! spreads the idle and shared rows, `layout` turns the result into a report.
@@ -16,22 +15,19 @@ mod compute;
 mod layout;
 mod model;
 
+pub use crate::domain::charge_by::ChargeBy;
+pub use crate::domain::units::{MJ_PER_KWH, UNALLOCATED, UNMEASURED, US_PER_HOUR};
 pub use compute::compute;
+pub use model::{Chargeback, DetailRow, NamespaceCharge, Owner, Quantities};
 
 /// The report's name (its files, its queries' names).
 const R: &str = "chargeback";
-pub use model::{Chargeback, DetailRow, NamespaceCharge, Owner, Quantities};
 
-pub use crate::domain::charge_by::ChargeBy;
-
-pub use crate::domain::units::{MJ_PER_KWH, UNALLOCATED, UNMEASURED, US_PER_HOUR};
 /// Money is kept as DECIMAL(38, 12) of (price per hour x microseconds) or (price per kWh x
 /// millijoules): one currency unit is this many raw units.
 pub const MONEY_SCALE: u32 = 12;
-
 pub const RAW_PER_UNIT: i128 = US_PER_HOUR * 1_000_000_000_000;
 
 /// The table `queries/pod_run_days.sql`'s result is handed to `queries/chargeback.sql` as.
 pub const POD_RUN_DAYS: &str = "pod_run_days";
-
 pub const UNASSIGNED: &str = "__unassigned__";
