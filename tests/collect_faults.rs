@@ -1,5 +1,6 @@
 //! Faults a real Prometheus will not produce on demand, from a small loopback stub: 503
-//! bursts, malformed JSON, a cut-off body, a 400 for a bad query. Also: auth and extra
+//! bursts, a rate limiter's 429 with Retry-After, malformed JSON, a cut-off body, a 400 for a
+//! bad query. Also: auth and extra
 //! headers reach the server, and the token never reaches the logs.
 
 mod common;
@@ -38,11 +39,14 @@ fn serve(mut answer: impl FnMut(&str) -> Reply + Send + 'static) -> String {
                 200 => "OK",
                 400 => "Bad Request",
                 404 => "Not Found",
+                429 => "Too Many Requests",
                 503 => "Service Unavailable",
                 _ => "Other",
             };
             let len = declared.unwrap_or(body.len());
-            let _ = write!(conn, "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{body}");
+            // A 429 comes, as from a rate-limiting proxy, with how long to wait.
+            let after = if status == 429 { "Retry-After: 1\r\n" } else { "" };
+            let _ = write!(conn, "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n{after}Connection: close\r\n\r\n{body}");
             let _ = conn.flush();
         }
     });
@@ -110,6 +114,23 @@ fn bursts_of_503_are_retried_and_empty_sources_become_gaps() {
     let gaps = common::stdout(&common::run_ok(dir.path(), &["query", "SELECT count(*) AS n FROM gaps", "--format", "csv"]));
     let n: i64 = gaps.lines().nth(1).unwrap().parse().unwrap();
     assert!(n >= 3, "an hour with no DCGM and no kube data is recorded as gaps: {n}");
+}
+
+/// A rate limiter's 429 with `Retry-After: 1`: each retry waits the second it asks for, not the
+/// 10 ms backoff, and says so; the run then succeeds.
+#[test]
+fn retry_after_is_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, seen) = stub(Box::new(|n| if n < 2 { (429, r#"{"status":"error","error":"rate limited"}"#.into(), None) } else { (200, EMPTY.into(), None) }));
+    config(dir.path(), &url);
+    let t0 = std::time::Instant::now();
+    let out = collect(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(t0.elapsed() >= std::time::Duration::from_secs(2), "two waits of Retry-After: 1 s, took {:?}", t0.elapsed());
+    assert_eq!(err.matches("the server's Retry-After").count(), 2, "{err}");
+    assert!(err.contains("retry 1/4 in 1000 ms") && err.contains("429"), "{err}");
+    assert!(seen.lock().unwrap().len() > 2);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The Prometheus HTTP API client: auth, extra headers, a path prefix, a CA file, timeouts,
-//! retries with exponential backoff and jitter, and raw range-vector queries.
+//! retries with exponential backoff and jitter (backon) that honour `Retry-After`, and raw
+//! range-vector queries.
 //!
 //! Why raw range vectors (`/api/v1/query` with `metric[6h]`) and not `query_range`:
 //! `query_range` evaluates the selector at every step with Prometheus' 5-minute lookback, so
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use serde_json::Value;
 
 use crate::config::PrometheusConfig;
@@ -153,11 +155,8 @@ impl PromClient {
         // range selector is closed (Prometheus 2) or left-open (Prometheus 3) at its start.
         let time = format!("{}.{:03}", (end_ms - 1).div_euclid(1000), (end_ms - 1).rem_euclid(1000));
         let window = format!("{} to {}", fmt_ms(start_ms), fmt_ms(end_ms));
-        let body = self.get_json("/api/v1/query", &[("query", query.as_str()), ("time", time.as_str())], &query, &window).await?;
-        let t0 = std::time::Instant::now();
-        let parsed = parse_matrix(&body);
-        ClientStats::add(&self.stats.decode_ns, t0);
-        let mut series = parsed.map_err(|message| PromError::Query { query: query.clone(), window: window.clone(), message })?;
+        let data: Option<Matrix> = self.get_json("/api/v1/query", &[("query", query.as_str()), ("time", time.as_str())], &query, &window).await?;
+        let mut series = series_of(data).map_err(|message| PromError::Query { query: query.clone(), window: window.clone(), message })?;
         for s in series.iter_mut() {
             s.samples.retain(|(t, _)| *t >= start_ms && *t < end_ms);
         }
@@ -167,8 +166,7 @@ impl PromClient {
 
     /// GETs an API path such as `/api/v1/status/buildinfo`; returns the response's `data`.
     pub async fn api(&self, path: &str, params: &[(&str, &str)]) -> Result<Value> {
-        let body = self.get_json(path, params, path, "now").await?;
-        Ok(body.get("data").cloned().unwrap_or(Value::Null))
+        Ok(self.get_json::<Value>(path, params, path, "now").await?.unwrap_or(Value::Null))
     }
 
     /// How far back the server keeps samples, from `/api/v1/status/runtimeinfo`'s
@@ -177,14 +175,20 @@ impl PromClient {
     /// endpoint fails: asked once, without retries, so a server that is down fails in the
     /// window's queries with their own message.
     pub async fn retention(&self) -> Option<(Duration, String)> {
-        let body = match self.get_json_tries("/api/v1/status/runtimeinfo", &[], "runtimeinfo", "now", 0).await {
-            Ok(b) => b,
+        #[derive(serde::Deserialize)]
+        struct RuntimeInfo {
+            #[serde(rename = "storageRetention")]
+            storage_retention: Option<String>,
+        }
+        let info = match self.get_json_tries::<RuntimeInfo>("/api/v1/status/runtimeinfo", &[], "runtimeinfo", "now", 0).await {
+            Ok(info) => info,
             Err(e) => {
                 tracing::debug!("retention unknown: {e}");
                 return None;
             }
         };
-        let text = body.pointer("/data/storageRetention").and_then(Value::as_str)?;
+        let text = info?.storage_retention?;
+        let text = text.as_str();
         let found = text.split(" or ").find_map(|part| parse_duration(part.trim()));
         tracing::debug!("storageRetention {text:?}: {found:?}");
         found.map(|d| (d, text.to_string()))
@@ -194,19 +198,27 @@ impl PromClient {
     pub async fn query_range(&self, query: &str, start_ms: i64, end_ms: i64, step_s: u32) -> Result<Vec<Series>> {
         let window = format!("{} to {}", fmt_ms(start_ms), fmt_ms(end_ms));
         let (start, end, step) = (format!("{}", start_ms / 1000), format!("{}", end_ms / 1000), format!("{step_s}"));
-        let body = self
-            .get_json("/api/v1/query_range", &[("query", query), ("start", &start), ("end", &end), ("step", &step)], query, &window)
-            .await?;
-        parse_matrix(&body).map_err(|message| PromError::Query { query: query.into(), window, message })
+        let data: Option<Matrix> = self.get_json("/api/v1/query_range", &[("query", query), ("start", &start), ("end", &end), ("step", &step)], query, &window).await?;
+        series_of(data).map_err(|message| PromError::Query { query: query.into(), window, message })
     }
 
-    async fn get_json(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str) -> Result<Value> {
+    /// The `data` of a successful reply to `path`, decoded as `T`.
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str) -> Result<Option<T>> {
         self.get_json_tries(path, params, query, window, self.retries).await
     }
 
-    async fn get_json_tries(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str, retries: u32) -> Result<Value> {
+    async fn get_json_tries<T: serde::de::DeserializeOwned>(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str, retries: u32) -> Result<Option<T>> {
         let url = format!("{}{}", self.base, path);
         let fail = |message: String| PromError::Query { query: query.to_string(), window: window.to_string(), message: self.redactor.apply(&message) };
+        // Exponential backoff from prometheus.backoff_ms, doubling to at most a minute, each
+        // delay plus a random part of itself (backon's jitter); a server's Retry-After wins
+        // where it asks for longer (up to RETRY_AFTER_MAX).
+        let mut delays = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(self.backoff_ms))
+            .with_max_delay(Duration::from_secs(60))
+            .with_max_times(retries as usize)
+            .with_jitter()
+            .build();
         let mut attempt = 0u32;
         loop {
             let mut req = self.http.get(&url).query(params);
@@ -217,42 +229,52 @@ impl PromClient {
                 req = req.header(k.as_str(), v.as_str());
             }
             let t0 = std::time::Instant::now();
-            let outcome: std::result::Result<Value, (bool, String)> = match req.send().await {
+            let mut retry_after = None;
+            let outcome: std::result::Result<Option<T>, (bool, String)> = match req.send().await {
                 Err(e) => Err((true, format!("{} unreachable: {}", self.display_base, without_url(&e)))),
                 Ok(resp) => {
                     let status = resp.status();
+                    retry_after = resp.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
                     let body = resp.bytes().await;
                     ClientStats::add(&self.stats.http_ns, t0);
                     match body {
                         Err(e) => Err((true, format!("HTTP {status}: reading the body: {}", without_url(&e)))),
                         Ok(bytes) => {
                             let t1 = std::time::Instant::now();
-                            let decoded = serde_json::from_slice::<Value>(&bytes);
+                            let decoded = serde_json::from_slice::<Reply<T>>(&bytes);
                             ClientStats::add(&self.stats.decode_ns, t1);
                             let retryable = status.as_u16() == 429 || status.is_server_error();
                             match decoded {
-                                Ok(v) if status.is_success() && v.get("status").and_then(Value::as_str) == Some("success") => Ok(v),
-                                Ok(v) => {
-                                    let msg = v.get("error").and_then(Value::as_str).unwrap_or("no error message");
-                                    Err((retryable, format!("HTTP {status}: {msg}")))
+                                Ok(r) if status.is_success() && r.status == "success" => Ok(r.data),
+                                Ok(r) => Err((retryable, format!("HTTP {status}: {}", r.error.as_deref().unwrap_or("no error message")))),
+                                // Cut off or not JSON: a proxy's hiccup, worth another try.
+                                Err(e) if status.is_success() && (e.is_syntax() || e.is_eof()) => {
+                                    Err((true, format!("malformed JSON in the response ({} bytes): {e}", bytes.len())))
                                 }
-                                Err(e) if status.is_success() => Err((true, format!("malformed JSON in the response ({} bytes): {e}", bytes.len()))),
+                                // JSON of another shape: asking again gives the same.
+                                Err(e) if status.is_success() => Err((false, format!("unexpected response ({} bytes): {e}", bytes.len()))),
                                 Err(_) => Err((retryable, format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).trim()))),
                             }
                         }
                     }
                 }
             };
-            match outcome {
+            let (retry, message) = match outcome {
                 Ok(v) => return Ok(v),
-                Err((retry, message)) if retry && attempt < retries => {
+                Err(e) => e,
+            };
+            match delays.next().filter(|_| retry) {
+                Some(backoff) => {
                     let message = self.redactor.apply(&message);
                     attempt += 1;
-                    let delay = backoff(self.backoff_ms, attempt);
-                    tracing::warn!("{query} ({window}): {message}; retry {attempt}/{retries} in {} ms", delay.as_millis());
+                    let (delay, asked) = match retry_after {
+                        Some(after) if after > backoff => (after.min(RETRY_AFTER_MAX), " (the server's Retry-After)"),
+                        _ => (backoff, ""),
+                    };
+                    tracing::warn!("{query} ({window}): {message}; retry {attempt}/{retries} in {} ms{asked}", delay.as_millis());
                     tokio::time::sleep(delay).await;
                 }
-                Err((_, message)) => {
+                None => {
                     let tries = if attempt > 0 { format!(" (after {} attempts)", attempt + 1) } else { String::new() };
                     return Err(fail(format!("{message}{tries}")));
                 }
@@ -261,13 +283,13 @@ impl PromClient {
     }
 }
 
-/// Exponential backoff with equal jitter: uniform in [cap / 2, cap], cap = base * 2^(n-1), at
-/// most a minute. The random part is the standard library's per-process random hash keys.
-fn backoff(base_ms: u64, attempt: u32) -> Duration {
-    use std::hash::BuildHasher;
-    let cap = base_ms.saturating_mul(1 << (attempt - 1).min(10)).min(60_000);
-    let jitter = std::collections::hash_map::RandomState::new().hash_one(attempt) % (cap / 2 + 1);
-    Duration::from_millis(cap / 2 + jitter)
+/// The longest a server's `Retry-After` makes a query wait before its next try.
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(120);
+
+/// A `Retry-After` header's delay: whole seconds (the form proxies and rate limiters send); an
+/// HTTP date is left to the backoff.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
 /// reqwest errors print the URL with its query string; keep messages short.
@@ -329,26 +351,51 @@ pub fn parse_value(v: &str) -> Option<f64> {
     }
 }
 
-/// `{"data": {"resultType": "matrix", "result": [{"metric": {...}, "values": [[t, "v"], ...]}]}}`
-pub fn parse_matrix(body: &Value) -> std::result::Result<Vec<Series>, String> {
-    let data = body.get("data").ok_or("no `data` in the response")?;
-    let kind = data.get("resultType").and_then(Value::as_str).ok_or("no `data.resultType`")?;
-    if kind != "matrix" {
-        return Err(format!("expected a matrix, got {kind}"));
+/// A Prometheus API reply: `{"status": "success", "data": ...}` or `{"status": "error",
+/// "error": "..."}`.
+#[derive(serde::Deserialize)]
+struct Reply<T> {
+    status: String,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default = "none")]
+    data: Option<T>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+/// A query's `data`: `{"resultType": "matrix", "result": [{"metric": {...}, "values": [[t, "v"],
+/// ...]}]}`. Another result type decodes with no `values` and is refused by [`series_of`].
+#[derive(serde::Deserialize)]
+pub struct Matrix {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: Vec<MatrixSeries>,
+}
+
+#[derive(serde::Deserialize)]
+struct MatrixSeries {
+    metric: BTreeMap<String, String>,
+    #[serde(default)]
+    values: Vec<(f64, String)>,
+}
+
+/// The series of a matrix reply, timestamps in milliseconds, values parsed (`NaN`, `+Inf`, ...).
+pub fn series_of(data: Option<Matrix>) -> std::result::Result<Vec<Series>, String> {
+    let data = data.ok_or("no `data` in the response")?;
+    if data.result_type != "matrix" {
+        return Err(format!("expected a matrix, got {}", data.result_type));
     }
-    let result = data.get("result").and_then(Value::as_array).ok_or("no `data.result` array")?;
-    let mut out = Vec::with_capacity(result.len());
-    for (i, item) in result.iter().enumerate() {
-        let metric = item.get("metric").and_then(Value::as_object).ok_or(format!("result[{i}] has no `metric`"))?;
-        let labels = metric.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
-        let values = item.get("values").and_then(Value::as_array).ok_or(format!("result[{i}] has no `values`"))?;
-        let mut samples = Vec::with_capacity(values.len());
-        for pair in values {
-            let t = pair.get(0).and_then(Value::as_f64).ok_or(format!("result[{i}]: bad timestamp in {pair}"))?;
-            let v = pair.get(1).and_then(Value::as_str).and_then(parse_value).ok_or(format!("result[{i}]: bad value in {pair}"))?;
+    let mut out = Vec::with_capacity(data.result.len());
+    for (i, item) in data.result.into_iter().enumerate() {
+        let mut samples = Vec::with_capacity(item.values.len());
+        for (t, v) in &item.values {
+            let v = parse_value(v).ok_or(format!("result[{i}]: bad value {v:?}"))?;
             samples.push(((t * 1000.0).round() as i64, v));
         }
-        out.push(Series { labels, samples });
+        out.push(Series { labels: item.metric, samples });
     }
     Ok(out)
 }
@@ -367,16 +414,19 @@ mod tests {
 
     #[test]
     fn matrix_parsing_handles_floats_nan_and_inf() {
-        let body: Value = serde_json::from_str(
+        let reply: Reply<Matrix> = serde_json::from_str(
             r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"x","a":"b"},"values":[[1790812800.5,"1.5e+09"],[1790812830,"NaN"],[1790812860,"+Inf"]]}]}}"#,
         )
         .unwrap();
-        let s = parse_matrix(&body).unwrap();
+        let s = series_of(reply.data).unwrap();
         assert_eq!(s[0].labels["a"], "b");
         assert_eq!(s[0].samples[0], (1_790_812_800_500, 1.5e9));
         assert!(s[0].samples[1].1.is_nan());
         assert!(s[0].samples[2].1.is_infinite());
-        assert!(parse_matrix(&serde_json::json!({"data": {"resultType": "vector", "result": []}})).is_err());
+        let vector: Reply<Matrix> = serde_json::from_str(r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}"#).unwrap();
+        assert_eq!(series_of(vector.data).err().as_deref(), Some("expected a matrix, got vector"));
+        let error: Reply<Matrix> = serde_json::from_str(r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#).unwrap();
+        assert!(error.data.is_none() && error.error.as_deref() == Some("parse error"));
     }
 
     #[test]

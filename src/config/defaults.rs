@@ -147,9 +147,9 @@ impl Default for PricingConfig {
         PricingConfig {
             currency: "USD".into(),
             basis: CostBasis::Cloud,
-            idle_policy: "separate".into(),
+            idle_policy: SpreadPolicy::Separate,
             shared_namespaces: Vec::new(),
-            shared_policy: "separate".into(),
+            shared_policy: SpreadPolicy::Separate,
             power: PowerPricing::default(),
             gpu: default_gpu_prices(),
             cpu: Vec::new(),

@@ -77,6 +77,21 @@ pub enum SpreadPolicy {
     Owner(String),
 }
 
+/// `pricing.idle_policy` read as a [`SpreadPolicy`]; an error names the key.
+fn idle_policy<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<SpreadPolicy, D::Error> {
+    spread_policy(d, "pricing.idle_policy")
+}
+
+/// `pricing.shared_policy` read as a [`SpreadPolicy`]; an error names the key.
+fn shared_policy<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<SpreadPolicy, D::Error> {
+    spread_policy(d, "pricing.shared_policy")
+}
+
+fn spread_policy<'de, D: serde::Deserializer<'de>>(d: D, key: &str) -> std::result::Result<SpreadPolicy, D::Error> {
+    let text = String::deserialize(d)?;
+    SpreadPolicy::parse(&text).map_err(|m| serde::de::Error::custom(format!("{key} {m}")))
+}
+
 impl SpreadPolicy {
     pub fn parse(text: &str) -> std::result::Result<SpreadPolicy, String> {
         match text.trim() {
@@ -286,10 +301,12 @@ pub struct PricingConfig {
     pub currency: String,
     pub basis: CostBasis,
     /// `separate | proportional | owner:<namespace>`: where `__unallocated__` cost goes.
-    pub idle_policy: String,
+    #[serde(deserialize_with = "idle_policy")]
+    pub idle_policy: SpreadPolicy,
     /// Namespaces run for everyone (e.g. kube-system); their cost is spread by `shared_policy`.
     pub shared_namespaces: Vec<String>,
-    pub shared_policy: String,
+    #[serde(deserialize_with = "shared_policy")]
+    pub shared_policy: SpreadPolicy,
     pub power: PowerPricing,
     pub gpu: Vec<GpuPrice>,
     /// Price per CPU core-hour requested, with dates; none = CPU is not charged.
@@ -394,12 +411,11 @@ impl Config {
         self.teams.get(namespace).map(TeamEntry::team)
     }
 
-    /// Validated at load; a bad value falls back to the default.
     pub fn idle_policy(&self) -> SpreadPolicy {
-        SpreadPolicy::parse(&self.pricing.idle_policy).unwrap_or_default()
+        self.pricing.idle_policy.clone()
     }
 
     pub fn shared_policy(&self) -> SpreadPolicy {
-        SpreadPolicy::parse(&self.pricing.shared_policy).unwrap_or_default()
+        self.pricing.shared_policy.clone()
     }
 }

@@ -120,8 +120,6 @@ impl Config {
                 ),
             ));
         }
-        SpreadPolicy::parse(&self.pricing.idle_policy).map_err(|m| invalid("pricing.idle_policy", m))?;
-        SpreadPolicy::parse(&self.pricing.shared_policy).map_err(|m| invalid("pricing.shared_policy", m))?;
         for (i, ns) in self.pricing.shared_namespaces.iter().enumerate() {
             if ns.trim().is_empty() || ns == "__unallocated__" {
                 return Err(invalid(&format!("pricing.shared_namespaces[{i}]"), format!("must name a namespace, got {ns:?}")));

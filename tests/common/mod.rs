@@ -85,20 +85,69 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Decodes an 8-bit RGB or RGBA PNG (what Chromium's screenshots are) into (width, height,
-/// channels, pixels), with the `png` crate.
+/// Decodes an 8-bit, non-interlaced RGB or RGBA PNG (what Chromium's screenshots are) into
+/// (width, height, channels, pixels), with flate2 and the five PNG row filters. (Not the `png`
+/// crate: its `miniz_oxide` "simd" feature changes flate2's build, and with it parquet's and
+/// all of DataFusion's, so the test build would compile them all a second time.)
 pub fn decode_png(bytes: &[u8]) -> (usize, usize, usize, Vec<u8>) {
-    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().expect("a PNG");
-    let (width, height) = (reader.info().width as usize, reader.info().height as usize);
-    assert_eq!(reader.info().bit_depth, png::BitDepth::Eight, "8-bit samples");
-    let channels = match reader.info().color_type {
-        png::ColorType::Rgb => 3,
-        png::ColorType::Rgba => 4,
-        other => panic!("PNG colour type {other:?} not handled"),
-    };
-    let mut pixels = vec![0u8; width * height * channels];
-    reader.next_frame(&mut pixels).expect("the PNG's pixels");
-    (width, height, channels, pixels)
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    let (mut pos, mut idat) = (8, Vec::new());
+    let (mut width, mut height, mut channels) = (0, 0, 0);
+    while pos + 8 <= bytes.len() {
+        let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+        let kind = &bytes[pos + 4..pos + 8];
+        let data = &bytes[pos + 8..pos + 8 + len];
+        match kind {
+            b"IHDR" => {
+                width = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
+                height = u32::from_be_bytes(data[4..8].try_into().unwrap()) as usize;
+                assert_eq!(data[8], 8, "8-bit samples");
+                channels = match data[9] {
+                    2 => 3,
+                    6 => 4,
+                    other => panic!("PNG colour type {other} not handled"),
+                };
+                assert_eq!(data[12], 0, "non-interlaced");
+            }
+            b"IDAT" => idat.extend_from_slice(data),
+            b"IEND" => break,
+            _ => {}
+        }
+        pos += 12 + len;
+    }
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(&idat[..]), &mut raw).unwrap();
+    let stride = width * channels;
+    let mut out = vec![0u8; stride * height];
+    for y in 0..height {
+        let filter = raw[y * (stride + 1)];
+        let line = &raw[y * (stride + 1) + 1..(y + 1) * (stride + 1)];
+        for x in 0..stride {
+            let a = if x >= channels { out[y * stride + x - channels] as i32 } else { 0 };
+            let b = if y > 0 { out[(y - 1) * stride + x] as i32 } else { 0 };
+            let c = if x >= channels && y > 0 { out[(y - 1) * stride + x - channels] as i32 } else { 0 };
+            let predictor = match filter {
+                0 => 0,
+                1 => a,
+                2 => b,
+                3 => (a + b) / 2,
+                4 => {
+                    let p = a + b - c;
+                    let (pa, pb, pc) = ((p - a).abs(), (p - b).abs(), (p - c).abs());
+                    if pa <= pb && pa <= pc {
+                        a
+                    } else if pb <= pc {
+                        b
+                    } else {
+                        c
+                    }
+                }
+                f => panic!("PNG filter {f}"),
+            };
+            out[y * stride + x] = (line[x] as i32 + predictor) as u8;
+        }
+    }
+    (width, height, channels, out)
 }
 
 #[cfg(feature = "s3")]
