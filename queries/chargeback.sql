@@ -55,7 +55,7 @@ requested AS (
     g.price_per_hour
   FROM pod_run_days r
   JOIN unmapped u ON u.cluster = r.cluster AND u.node = r.node
-  LEFT JOIN gpu_prices g
+  LEFT JOIN gpu_rates g
     ON g.model = u.gpu_model AND g.mig_profile IS NULL
    AND g.effective_from < r.run_to AND g.effective_to > r.run_from
   WHERE r.gpu_request > 0 AND r.run_to > r.run_from
@@ -190,25 +190,16 @@ mem AS (
   JOIN memory_prices m ON m.effective_from < r.run_to AND m.effective_to > r.run_from
   WHERE r.mem_request_bytes > 0 AND r.run_to > r.run_from
 ),
+-- Every row of the chargeback, one leg per kind: `sign` -1 takes the row off (claimed
+-- unmeasured time leaves `__unmeasured__`), `request_based` 1 marks GPU time charged by
+-- request. (One flat UNION under the aggregate: Ballista's plan decoder refuses plans nested
+-- deeper than prost's recursion limit.)
 parts AS (
-  SELECT n.cluster AS cluster,
-         n.namespace AS namespace,
-         n.gpu_model AS gpu_model,
-         n.mig_profile AS mig_profile,
-         n.date AS date,
-         n.gpu_us AS gpu_us,
-         n.energy_mj AS energy_mj,
-         n.util_gpu_us AS util_gpu_us,
-         n.util_known_gpu_us AS util_known_gpu_us,
-         n.gpu_cost_us AS gpu_cost_us,
-         n.power_cost_mj AS power_cost_mj,
-         n.carbon_mg AS carbon_mg,
-         n.unpriced_gpu_us AS unpriced_gpu_us,
-         CAST(0 AS BIGINT) AS request_based_gpu_us,
-         CAST(0 AS BIGINT) AS core_us,
-         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
-         CAST(0 AS BIGINT) AS gib_us,
-         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  SELECT n.cluster AS cluster, n.namespace AS namespace, n.gpu_model AS gpu_model, n.mig_profile AS mig_profile, n.date AS date,
+         1 AS sign, 0 AS request_based,
+         n.gpu_us AS gpu_us, n.energy_mj AS energy_mj, n.util_gpu_us AS util_gpu_us, n.util_known_gpu_us AS util_known_gpu_us,
+         n.gpu_cost_us AS gpu_cost_us, n.power_cost_mj AS power_cost_mj, n.carbon_mg AS carbon_mg, n.unpriced_gpu_us AS unpriced_gpu_us,
+         CAST(0 AS BIGINT) AS core_us, CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us, CAST(0 AS BIGINT) AS gib_us, CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
   FROM grain n
   -- The node-days without a request-based fallback. (An inner join to a grouped marker rather
   -- than NOT EXISTS: Ballista 55 never finishes that anti join when `fallback` is empty, which
@@ -222,127 +213,40 @@ parts AS (
     HAVING MAX(m.in_fallback) = 0
   ) kept ON kept.cluster = n.cluster AND kept.node = n.node AND kept.date = n.date
   UNION ALL
-  SELECT f.cluster AS cluster,
-         f.namespace AS namespace,
-         f.gpu_model AS gpu_model,
-         CAST(NULL AS VARCHAR) AS mig_profile,
-         f.date AS date,
-         f.gpu_us AS gpu_us,
-         f.energy_mj AS energy_mj,
-         f.util_gpu_us AS util_gpu_us,
-         f.util_known_gpu_us AS util_known_gpu_us,
-         f.gpu_cost_us AS gpu_cost_us,
-         f.power_cost_mj AS power_cost_mj,
-         f.carbon_mg AS carbon_mg,
-         f.unpriced_gpu_us AS unpriced_gpu_us,
-         f.gpu_us AS request_based_gpu_us,
-         CAST(0 AS BIGINT) AS core_us,
-         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
-         CAST(0 AS BIGINT) AS gib_us,
-         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  SELECT f.cluster, f.namespace, f.gpu_model, CAST(NULL AS VARCHAR), f.date, 1, 1,
+         f.gpu_us, f.energy_mj, f.util_gpu_us, f.util_known_gpu_us, f.gpu_cost_us, f.power_cost_mj, f.carbon_mg, f.unpriced_gpu_us,
+         CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12))
   FROM fallback f
   UNION ALL
-  SELECT r.cluster AS cluster,
-         '__unallocated__' AS namespace,
-         u.gpu_model AS gpu_model,
-         CAST(NULL AS VARCHAR) AS mig_profile,
-         r.date AS date,
-         r.gpu_us AS gpu_us,
-         r.energy_mj AS energy_mj,
-         r.util_gpu_us AS util_gpu_us,
-         r.util_known_gpu_us AS util_known_gpu_us,
-         r.gpu_cost_us AS gpu_cost_us,
-         r.power_cost_mj AS power_cost_mj,
-         r.carbon_mg AS carbon_mg,
-         r.unpriced_gpu_us AS unpriced_gpu_us,
-         r.gpu_us AS request_based_gpu_us,
-         CAST(0 AS BIGINT) AS core_us,
-         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
-         CAST(0 AS BIGINT) AS gib_us,
-         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  SELECT r.cluster, '__unallocated__', u.gpu_model, CAST(NULL AS VARCHAR), r.date, 1, 1,
+         r.gpu_us, r.energy_mj, r.util_gpu_us, r.util_known_gpu_us, r.gpu_cost_us, r.power_cost_mj, r.carbon_mg, r.unpriced_gpu_us,
+         CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12))
   FROM fallback_rest r
   JOIN unmapped u ON u.cluster = r.cluster AND u.node = r.node
   UNION ALL
   -- Unmeasured time a pod bound there held: the claimant's, request-based ...
-  SELECT k.cluster AS cluster,
-         k.namespace AS namespace,
-         k.gpu_model AS gpu_model,
-         k.mig_profile AS mig_profile,
-         k.date AS date,
-         k.gpu_us AS gpu_us,
-         k.energy_mj AS energy_mj,
-         k.util_gpu_us AS util_gpu_us,
-         k.util_known_gpu_us AS util_known_gpu_us,
-         k.gpu_cost_us AS gpu_cost_us,
-         k.power_cost_mj AS power_cost_mj,
-         k.carbon_mg AS carbon_mg,
-         k.unpriced_gpu_us AS unpriced_gpu_us,
-         k.gpu_us AS request_based_gpu_us,
-         CAST(0 AS BIGINT) AS core_us,
-         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
-         CAST(0 AS BIGINT) AS gib_us,
-         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  SELECT k.cluster, k.namespace, k.gpu_model, k.mig_profile, k.date, 1, 1,
+         k.gpu_us, k.energy_mj, k.util_gpu_us, k.util_known_gpu_us, k.gpu_cost_us, k.power_cost_mj, k.carbon_mg, k.unpriced_gpu_us,
+         CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12))
   FROM claimed k
   UNION ALL
   -- ... and taken off `__unmeasured__` (these rows sum with its own below).
-  SELECT k.cluster AS cluster,
-         '__unmeasured__' AS namespace,
-         k.gpu_model AS gpu_model,
-         k.mig_profile AS mig_profile,
-         k.date AS date,
-         -k.gpu_us AS gpu_us,
-         -k.energy_mj AS energy_mj,
-         -k.util_gpu_us AS util_gpu_us,
-         -k.util_known_gpu_us AS util_known_gpu_us,
-         -k.gpu_cost_us AS gpu_cost_us,
-         -k.power_cost_mj AS power_cost_mj,
-         -k.carbon_mg AS carbon_mg,
-         -k.unpriced_gpu_us AS unpriced_gpu_us,
-         CAST(0 AS BIGINT) AS request_based_gpu_us,
-         CAST(0 AS BIGINT) AS core_us,
-         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
-         CAST(0 AS BIGINT) AS gib_us,
-         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  SELECT k.cluster, '__unmeasured__', k.gpu_model, k.mig_profile, k.date, -1, 0,
+         k.gpu_us, k.energy_mj, k.util_gpu_us, k.util_known_gpu_us, k.gpu_cost_us, k.power_cost_mj, k.carbon_mg, k.unpriced_gpu_us,
+         CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12))
   FROM claimed k
   UNION ALL
-  SELECT c.cluster AS cluster,
-         c.namespace AS namespace,
-         CAST(NULL AS VARCHAR) AS gpu_model,
-         CAST(NULL AS VARCHAR) AS mig_profile,
-         c.date AS date,
-         CAST(0 AS BIGINT) AS gpu_us,
-         CAST(0 AS BIGINT) AS energy_mj,
-         CAST(0 AS BIGINT) AS util_gpu_us,
-         CAST(0 AS BIGINT) AS util_known_gpu_us,
-         CAST(0 AS DECIMAL(38, 12)) AS gpu_cost_us,
-         CAST(0 AS DECIMAL(38, 12)) AS power_cost_mj,
-         CAST(0 AS DECIMAL(38, 12)) AS carbon_mg,
-         CAST(0 AS BIGINT) AS unpriced_gpu_us,
-         CAST(0 AS BIGINT) AS request_based_gpu_us,
-         c.core_us AS core_us,
-         CAST(CAST(c.core_us AS DECIMAL(38, 0)) * c.price_per_core_hour AS DECIMAL(38, 12)) AS cpu_cost_us,
-         CAST(0 AS BIGINT) AS gib_us,
-         CAST(0 AS DECIMAL(38, 12)) AS mem_cost_us
+  -- Requested CPU and memory.
+  SELECT c.cluster, c.namespace, CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), c.date, 1, 0,
+         CAST(0 AS BIGINT), CAST(0 AS BIGINT), CAST(0 AS BIGINT), CAST(0 AS BIGINT),
+         CAST(0 AS DECIMAL(38, 12)), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS BIGINT),
+         c.core_us, CAST(CAST(c.core_us AS DECIMAL(38, 0)) * c.price_per_core_hour AS DECIMAL(38, 12)), CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12))
   FROM cpu c
   UNION ALL
-  SELECT m.cluster AS cluster,
-         m.namespace AS namespace,
-         CAST(NULL AS VARCHAR) AS gpu_model,
-         CAST(NULL AS VARCHAR) AS mig_profile,
-         m.date AS date,
-         CAST(0 AS BIGINT) AS gpu_us,
-         CAST(0 AS BIGINT) AS energy_mj,
-         CAST(0 AS BIGINT) AS util_gpu_us,
-         CAST(0 AS BIGINT) AS util_known_gpu_us,
-         CAST(0 AS DECIMAL(38, 12)) AS gpu_cost_us,
-         CAST(0 AS DECIMAL(38, 12)) AS power_cost_mj,
-         CAST(0 AS DECIMAL(38, 12)) AS carbon_mg,
-         CAST(0 AS BIGINT) AS unpriced_gpu_us,
-         CAST(0 AS BIGINT) AS request_based_gpu_us,
-         CAST(0 AS BIGINT) AS core_us,
-         CAST(0 AS DECIMAL(38, 12)) AS cpu_cost_us,
-         m.gib_us AS gib_us,
-         CAST(CAST(m.gib_us AS DECIMAL(38, 0)) * m.price_per_gib_hour AS DECIMAL(38, 12)) AS mem_cost_us
+  SELECT m.cluster, m.namespace, CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), m.date, 1, 0,
+         CAST(0 AS BIGINT), CAST(0 AS BIGINT), CAST(0 AS BIGINT), CAST(0 AS BIGINT),
+         CAST(0 AS DECIMAL(38, 12)), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS BIGINT),
+         CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12)), m.gib_us, CAST(CAST(m.gib_us AS DECIMAL(38, 0)) * m.price_per_gib_hour AS DECIMAL(38, 12))
   FROM mem m
 )
 SELECT
@@ -351,15 +255,15 @@ SELECT
   a.gpu_model,
   a.mig_profile,
   a.date,
-  SUM(a.gpu_us)                AS gpu_us,
-  SUM(a.energy_mj)             AS energy_mj,
-  SUM(a.util_gpu_us)           AS util_gpu_us,
-  SUM(a.util_known_gpu_us)     AS util_known_gpu_us,
-  SUM(a.gpu_cost_us)           AS gpu_cost_us,
-  SUM(a.power_cost_mj)         AS power_cost_mj,
-  SUM(a.carbon_mg)             AS carbon_mg,
-  SUM(a.unpriced_gpu_us)       AS unpriced_gpu_us,
-  SUM(a.request_based_gpu_us)  AS request_based_gpu_us,
+  SUM(CASE WHEN a.sign < 0 THEN -a.gpu_us ELSE a.gpu_us END)                       AS gpu_us,
+  SUM(CASE WHEN a.sign < 0 THEN -a.energy_mj ELSE a.energy_mj END)                 AS energy_mj,
+  SUM(CASE WHEN a.sign < 0 THEN -a.util_gpu_us ELSE a.util_gpu_us END)             AS util_gpu_us,
+  SUM(CASE WHEN a.sign < 0 THEN -a.util_known_gpu_us ELSE a.util_known_gpu_us END) AS util_known_gpu_us,
+  SUM(CASE WHEN a.sign < 0 THEN -a.gpu_cost_us ELSE a.gpu_cost_us END)             AS gpu_cost_us,
+  SUM(CASE WHEN a.sign < 0 THEN -a.power_cost_mj ELSE a.power_cost_mj END)         AS power_cost_mj,
+  SUM(CASE WHEN a.sign < 0 THEN -a.carbon_mg ELSE a.carbon_mg END)                 AS carbon_mg,
+  SUM(CASE WHEN a.sign < 0 THEN -a.unpriced_gpu_us ELSE a.unpriced_gpu_us END)     AS unpriced_gpu_us,
+  SUM(CASE WHEN a.request_based = 1 THEN a.gpu_us ELSE 0 END)                      AS request_based_gpu_us,
   SUM(a.core_us)               AS core_us,
   SUM(a.cpu_cost_us)           AS cpu_cost_us,
   SUM(a.gib_us)                AS gib_us,

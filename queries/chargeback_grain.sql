@@ -8,36 +8,35 @@
 -- DECIMAL not yet divided by 3.6e9 (`*_us`: per-hour price x microseconds; `*_mj`: per-kWh
 -- price x millijoules), so nothing depends on the order rows are added in.
 -- The rows come summed per 15-minute bucket (with its UTC `day`; and per share and step, so every per-row
--- rounding below is the number of rows x the same rounded value) as the table `gpu_buckets`,
+-- rounding below is the number of rows x the same rounded value) as the table `gpu_buckets`
+-- (read through the view `gpu_bucket_time`),
 -- made by one pass over the day files (src/lake/passes/gpu_buckets.rs; the same in SQL:
--- benches/sql/gpu_buckets.sql): prices change only at bucket edges (gpu_prices at UTC
+-- benches/sql/gpu_buckets.sql): prices change only at bucket edges (gpu_rates at UTC
 -- midnights, the tariff per bucket), so the joins see about a hundredth of the rows and price
 -- them exactly as they would row by row.
--- Prices: `gpu_prices` by model (a MIG instance pays its share of the GPU price, or its own
--- profile's price per instance-hour where one is configured), each row on its dates;
--- energy x PUE x the `power_tariff` rate of the 15-minute bucket the sample starts in.
+-- GPU time from `gpu_bucket_time` (queries/views/gpu_bucket_time.sql). Prices: the one
+-- resolved rate of `gpu_rates` (src/pricing/tables.rs: a MIG instance pays its own profile's
+-- price per instance-hour where one is configured, time / unit_share, else its share of the GPU
+-- price), each row on its dates; energy x PUE x the `power_tariff` rate of the 15-minute
+-- bucket the sample starts in.
 WITH priced AS (
   SELECT
     x.cluster, x.namespace, x.node, x.gpu_model, x.mig_profile, x.day,
-    x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT)                         AS gpu_us,
+    x.gpu_us,
     x.energy_mj,
     x.util_gpu_us,
-    x.util_n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT)                    AS util_known_gpu_us,
-    CASE
-      WHEN gm.model IS NOT NULL
-        THEN CAST(x.n * CAST(ROUND(x.share / gm.slice_share * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * gm.price_per_hour
-      ELSE CAST(x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
-    END                                                                               AS gpu_cost_us,
+    x.util_known_gpu_us,
+    CAST(x.n * CAST(ROUND(x.share / COALESCE(r.unit_share, 1.0) * x.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0))
+      * COALESCE(r.price_per_hour, CAST(0 AS DECIMAL(18, 6)))                         AS gpu_cost_us,
     CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh                     AS power_cost_mj,
     CAST(x.energy_mj AS DECIMAL(38, 0)) * p.pue * COALESCE(p.carbon_g_per_kwh, CAST(0 AS DECIMAL(18, 6))) AS carbon_mg,
-    CASE WHEN gm.model IS NULL AND g.model IS NULL THEN x.n * CAST(ROUND(x.share * x.step_s * 1000000) AS BIGINT) ELSE 0 END AS unpriced_gpu_us
-  FROM gpu_buckets x
-  LEFT JOIN gpu_prices gm
-    ON x.gpu_model = gm.model AND x.mig_profile = gm.mig_profile
-   AND x.bucket >= gm.effective_from AND x.bucket < gm.effective_to
-  LEFT JOIN gpu_prices g
-    ON x.gpu_model = g.model AND g.mig_profile IS NULL
-   AND x.bucket >= g.effective_from AND x.bucket < g.effective_to
+    CASE WHEN r.model IS NULL THEN x.gpu_us ELSE 0 END                               AS unpriced_gpu_us
+  FROM gpu_bucket_time x
+  LEFT JOIN gpu_rates r
+    ON x.gpu_model = r.model
+   AND x.bucket >= r.effective_from AND x.bucket < r.effective_to
+   AND (x.mig_profile = r.mig_profile
+        OR (r.mig_profile IS NULL AND strpos(r.own_price_profiles, concat(',', x.mig_profile, ',')) = 0))
   LEFT JOIN power_tariff p
     ON x.bucket = p.bucket_start
 )

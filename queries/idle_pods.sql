@@ -13,7 +13,7 @@ WITH idle AS (
     COUNT(*)                                                                           AS idle_runs,
     SUM(CAST(x.gpu_us AS DECIMAL(38, 0)) * COALESCE(p.price_per_hour, CAST(0 AS DECIMAL(18, 6)))) AS idle_cost_us
   FROM idle_runs x
-  LEFT JOIN gpu_prices p ON p.model = x.gpu_model AND p.mig_profile IS NULL AND x.start >= p.effective_from AND x.start < p.effective_to
+  LEFT JOIN gpu_rates p ON p.model = x.gpu_model AND p.mig_profile IS NULL AND x.start >= p.effective_from AND x.start < p.effective_to
   GROUP BY x.namespace, x.pod, x.gpu_model
 ),
 held AS (

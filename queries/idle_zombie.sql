@@ -1,21 +1,19 @@
--- Node names are per cluster: a node of a cluster other than `default` is `cluster/node`.
 -- Zombie memory over [$1, $2): a GPU (or MIG instance) with no pod, 0 % utilisation and more
 -- than $7 MiB of framebuffer used (a process outliving its pod), per GPU.
 --   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
 --   $7      framebuffer threshold, MiB (idle.zombie_mem_mib)
 SELECT
-  CASE WHEN g.cluster IS NULL OR CAST(g.cluster AS VARCHAR) = 'default' THEN CAST(g.node AS VARCHAR)
-       ELSE concat(CAST(g.cluster AS VARCHAR), '/', CAST(g.node AS VARCHAR)) END AS node,
+  g.node_name                                                           AS node,
   CAST(g.gpu_uuid AS VARCHAR)                                             AS gpu_uuid,
   CAST(g.gpu_instance_id AS BIGINT)                                       AS gpu_instance_id,
   CAST(g.gpu_model AS VARCHAR)                                            AS gpu_model,
   CAST(g.mig_profile AS VARCHAR)                                          AS mig_profile,
   COUNT(*)                                                                AS steps,
-  SUM(CAST(ROUND(g.share * g.step_s * 1000000) AS BIGINT))                AS gpu_us,
+  SUM(g.gpu_us)                                                           AS gpu_us,
   CAST(MAX(g.mem_used_mib) AS BIGINT)                                     AS max_mem_mib,
   MIN(g.ts)                                                               AS first_seen,
   MAX(g.ts)                                                               AS last_seen
-FROM gpu_samples g
+FROM gpu_time g
 WHERE g.date >= $3 AND g.date <= $4
   AND g.ts >= $1 AND g.ts < $2
   AND g.namespace IS NULL

@@ -133,6 +133,10 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
             let _ = ctx.register_table(name, std::sync::Arc::new(t));
         }
     }
+    let (view, select) = crate::queries::BUCKET_VIEW;
+    if let Err(e) = crate::engine::register_view(&ctx, view, select).await {
+        bad.push(format!("view {view}: {}", e.to_string().lines().next().unwrap_or("")));
+    }
     for (name, _) in BUILTIN {
         let result = match queries.get(name) {
             Ok(sql) => {

@@ -570,26 +570,24 @@ async fn check_cmd(ctx: &Context_) -> Result<()> {
 /// The exit code for a failed command: the first error in its chain that has a code of its own
 /// decides it (the table in `exit`).
 pub fn exit_code_for(error: &anyhow::Error) -> u8 {
-    for cause in error.chain() {
-        if cause.is::<crate::exit::IncompleteData>() {
-            return crate::exit::INCOMPLETE;
+    use crate::exit::ExitStatus;
+    /// The code `cause` says for itself, where it is one of the error types that have one.
+    fn said(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+        macro_rules! first_of {
+            ($($t:ty),*) => {
+                None $(.or_else(|| cause.downcast_ref::<$t>().and_then(ExitStatus::exit_code)))*
+            };
         }
-        use crate::collect::state::StateError;
-        use crate::collect::CollectError;
-        // `#[error(transparent)]` wrappers hide their inner error from the chain: look inside.
-        if matches!(cause.downcast_ref::<StateError>(), Some(StateError::Locked { .. }))
-            || matches!(cause.downcast_ref::<CollectError>(), Some(CollectError::State(StateError::Locked { .. })))
-        {
-            return crate::exit::BUSY;
-        }
-        if cause.is::<UsageError>()
-            || cause.is::<crate::config::ConfigError>()
-            || cause.is::<crate::domain::window::WindowError>()
-            || cause.is::<crate::adhoc::GuardError>()
-            || matches!(cause.downcast_ref::<crate::adhoc::AdhocError>(), Some(crate::adhoc::AdhocError::BadParam(_) | crate::adhoc::AdhocError::Guard(_)))
-        {
-            return crate::exit::USAGE;
-        }
+        first_of!(
+            crate::exit::IncompleteData,
+            UsageError,
+            crate::config::ConfigError,
+            crate::domain::window::WindowError,
+            crate::adhoc::GuardError,
+            crate::adhoc::AdhocError,
+            crate::collect::state::StateError,
+            crate::collect::CollectError
+        )
     }
-    crate::exit::FAILURE
+    error.chain().find_map(said).unwrap_or(crate::exit::FAILURE)
 }

@@ -1,5 +1,6 @@
 //! Exit codes, documented for cron, and the two errors that are codes rather than failures.
-//! Which error of a failure's chain decides the code is `commands::exit_code_for`.
+//! Each error type says its own code ([`ExitStatus`]); the first error of a failure's chain
+//! that has one decides (`commands::exit_code_for`).
 //!
 //! | code | meaning |
 //! |---|---|
@@ -26,6 +27,32 @@ pub struct UsageError(pub String);
 #[derive(Debug, thiserror::Error)]
 #[error("data incomplete: {0}")]
 pub struct IncompleteData(pub String);
+
+/// An error that says its own exit code (the table above): `Some` where it decides one, `None`
+/// where it is a plain failure; a wrapper answers for the error it carries.
+pub trait ExitStatus {
+    fn exit_code(&self) -> Option<u8>;
+}
+
+impl ExitStatus for UsageError {
+    fn exit_code(&self) -> Option<u8> {
+        Some(USAGE)
+    }
+}
+
+impl ExitStatus for IncompleteData {
+    fn exit_code(&self) -> Option<u8> {
+        Some(INCOMPLETE)
+    }
+}
+
+/// A bad `--from`/`--to`/`--month` (the domain core imports nothing of ours, so its code is
+/// said here).
+impl ExitStatus for crate::domain::window::WindowError {
+    fn exit_code(&self) -> Option<u8> {
+        Some(USAGE)
+    }
+}
 
 pub fn exit_code(code: u8) -> ExitCode {
     ExitCode::from(code)

@@ -28,10 +28,15 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("daily_pool", include_str!("../queries/daily_pool.sql")),
 ];
 
+/// The view over each batch of the chargeback's 15-minute sums (`gpu_buckets`), defined when
+/// a batch is registered: their GPU time, as `gpu_time` defines it per row.
+pub const BUCKET_VIEW: (&str, &str) = ("gpu_bucket_time", include_str!("../queries/views/gpu_bucket_time.sql"));
+
 /// (name, SELECT) of the views every session has, in dependency order. Each file's header
 /// comment documents the view and its columns (`gpuledger tables` prints it).
 pub const VIEWS: &[(&str, &str)] = &[
     ("teams", include_str!("../queries/views/teams.sql")),
+    ("gpu_time", include_str!("../queries/views/gpu_time.sql")),
     ("usage", include_str!("../queries/views/usage.sql")),
     ("pod_runs", include_str!("../queries/views/pod_runs.sql")),
     ("daily_usage", include_str!("../queries/views/daily_usage.sql")),

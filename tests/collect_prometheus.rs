@@ -110,11 +110,27 @@ fn serve_history(dir: &Path) -> Prom {
 /// The simulator's day of 32 GPUs with `seed` and the exporter shape `shape` (simulate flags),
 /// served by a real Prometheus; its ledger.
 fn simulated_day(dir: &Path, seed: &str, shape: &[&str]) -> (Prom, Value) {
-    let base = ["simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", seed, "--start", "2026-10-05", "--openmetrics", "history.om"];
-    common::run_ok(dir, &[&base[..], shape].concat());
-    let prom = serve_history(dir);
-    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
+    let (_, prom, ledger) = simulate_and_serve(dir, &[&["--gpus", "32", "--step", "30", "--seed", seed][..], shape].concat());
     (prom, ledger)
+}
+
+/// `gpuledger simulate` of one day from 2026-10-05 into `dir/sim` with `flags`, its OpenMetrics
+/// history served by a real Prometheus; the simulator's output and its ledger.
+fn simulate_and_serve(dir: &Path, flags: &[&str]) -> (std::process::Output, Prom, Value) {
+    let base = ["simulate", "--out", "sim", "--days", "1", "--start", "2026-10-05", "--openmetrics", "history.om"];
+    let out = common::run_ok(dir, &[&base[..], flags].concat());
+    let prom = serve_history(dir);
+    (out, prom, ledger_of(dir))
+}
+
+/// The simulator's ledger in `dir/sim`.
+fn ledger_of(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap()
+}
+
+/// The chargeback of the test day with config `cfg`, as JSON.
+fn chargeback_json(dir: &Path, cfg: &str) -> Value {
+    serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap()
 }
 
 /// The lake's files and their bytes, without the lock.
@@ -173,11 +189,7 @@ fn scrape_intervals_that_are_not_the_step() {
         let out = common::run_ok(dir, &["--config", &cfg, "collect", "--from", FROM, "--to", TO]);
         let log = String::from_utf8_lossy(&out.stderr);
         assert!(log.contains("DCGM scrape interval 57 s"), "the inferred interval is logged: {log}");
-        let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(
-            dir,
-            &["--config", &cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"],
-        )))
-        .unwrap();
+        let report = chargeback_json(dir, &cfg);
         eprintln!("lake step {step} s:");
         agrees_with_ledger(&report, &ledger);
     }
@@ -197,17 +209,12 @@ fn real_utilisation_scraped_every_15_s() {
     let Some(trace) = common::traces_dir("alibaba-genai-v2026-gpu-util") else { return };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let out = common::run_ok(
+    let (out, prom, ledger) = simulate_and_serve(
         dir,
-        &[
-            "simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "60", "--seed", "11", "--start", "2026-10-05", "--openmetrics", "history.om",
-            "--util-trace", trace.to_str().unwrap(), "--scrape-interval", "15", "--scrape-jitter", "2", "--missed-scrapes", "2",
-        ],
+        &["--gpus", "32", "--step", "60", "--seed", "11", "--util-trace", trace.to_str().unwrap(), "--scrape-interval", "15", "--scrape-jitter", "2", "--missed-scrapes", "2"],
     );
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("143 series"), "the trace's 143 containers drive the utilisation: {log}");
-    let prom = serve_history(dir);
-    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
     write_config_step(dir, "u.toml", &prom.url(), "lake", 60, "");
     common::run_ok(dir, &["--config", "u.toml", "collect", "--from", FROM, "--to", TO]);
     let window = ["--from", FROM, "--to", TO, "--format", "json"];
@@ -356,22 +363,13 @@ fn mig_device_fields_on_the_parent_series() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    common::run_ok(
-        dir,
-        &["simulate", "--out", "sim", "--gpus", "24", "--days", "1", "--step", "30", "--seed", "5", "--start", "2026-10-05", "--openmetrics", "history.om", "--mig-device-fields", "parent"],
-    );
+    let (_, prom, ledger) = simulate_and_serve(dir, &["--gpus", "24", "--step", "30", "--seed", "5", "--mig-device-fields", "parent"]);
     let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
     let parent_power = om.lines().filter(|l| l.starts_with("DCGM_FI_DEV_POWER_USAGE{") && l.contains("A100") && !l.contains("GPU_I_ID")).count();
     assert!(parent_power > 0 && !om.lines().any(|l| l.starts_with("DCGM_FI_DEV_POWER_USAGE{") && l.contains("GPU_I_ID")), "the parent shape");
-    let prom = serve_history(dir);
     write_config(dir, "p.toml", &prom.url(), "lake", "");
     common::run_ok(dir, &["--config", "p.toml", "collect", "--from", FROM, "--to", TO]);
-    let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(
-        dir,
-        &["--config", "p.toml", "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"],
-    )))
-    .unwrap();
-    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
+    let report = chargeback_json(dir, "p.toml");
     agrees_with_ledger(&report, &ledger);
     let csv = common::stdout(&common::run_ok(dir, &["--config", "p.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "csv"]));
     let (header, rows) = common::parse_csv(&csv);
@@ -394,11 +392,7 @@ fn collect_from_a_real_prometheus() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    common::run_ok(
-        dir,
-        &["simulate", "--out", "sim", "--gpus", "32", "--days", "1", "--step", "30", "--seed", "11", "--start", "2026-10-05", "--time-sliced", "4", "--openmetrics", "history.om"],
-    );
-    let mut prom = serve_history(dir);
+    let (_, mut prom, ledger) = simulate_and_serve(dir, &["--gpus", "32", "--step", "30", "--seed", "11", "--time-sliced", "4"]);
     let cfg_a = write_config(dir, "a.toml", &prom.url(), "lake-a", "");
 
     // 1. Collect the day and compare with the ledger.
@@ -407,12 +401,7 @@ fn collect_from_a_real_prometheus() {
     let first_run = t0.elapsed();
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
     eprintln!("{log}");
-    let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(
-        dir,
-        &["--config", "a.toml", "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"],
-    )))
-    .unwrap();
-    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sim/ledger.json")).unwrap()).unwrap();
+    let report = chargeback_json(dir, "a.toml");
     let rows = report["rows"].as_array().unwrap();
     agrees_with_ledger(&report, &ledger);
     // Pod wait times per namespace, from the collected pods table.

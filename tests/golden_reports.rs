@@ -1,8 +1,9 @@
 //! Golden output of every report (17 sections) on a small fixture lake: 16 simulated GPUs over two days
 //! (seed 5). The numbers themselves are checked against the simulator in `ops_reports.rs`;
 //! this pins the exact output (columns, order, rounding, formats) so any change to it is a
-//! deliberate one. Regenerate with `GOLDEN_REGENERATE=1 cargo test --release --test golden_reports`
-//! and review the diff.
+//! deliberate one. The goldens are insta snapshots (`tests/golden/reports/<report>.snap`): a
+//! change is written beside them as `.snap.new` for `cargo insta review`, or accepted with
+//! `INSTA_UPDATE=always cargo test --release --test golden_reports`; review the diff.
 
 mod common;
 
@@ -13,8 +14,6 @@ fn every_report_matches_its_golden_csv() {
     common::run_ok(dir, &["simulate", "--out", "s", "--gpus", "16", "--days", "2", "--seed", "5", "--start", "2026-10-01"]);
     std::fs::write(dir.join("g.toml"), "[lake]\npath = \"s/lake\"\n[run]\nmin_completeness_pct = 0\nreports_dir = \"r\"\n[teams]\nteam-llm = \"foundation-models\"\n").unwrap();
     common::run_ok(dir, &["--config", "g.toml", "run", "--month", "2026-10", "--no-collect"]);
-    let golden = common::repo_root().join("tests/golden/reports");
-    let regenerate = std::env::var_os("GOLDEN_REGENERATE").is_some();
     let mut names = Vec::new();
     for e in std::fs::read_dir(dir.join("r/2026-10")).unwrap() {
         let name = e.unwrap().file_name().to_string_lossy().into_owned();
@@ -24,18 +23,10 @@ fn every_report_matches_its_golden_csv() {
     }
     names.sort();
     assert_eq!(names.len(), 17, "{names:?}");
-    let mut differ = Vec::new();
     for name in &names {
         let got = std::fs::read_to_string(dir.join("r/2026-10").join(name)).unwrap();
-        if regenerate {
-            std::fs::create_dir_all(&golden).unwrap();
-            std::fs::write(golden.join(name), &got).unwrap();
-            continue;
-        }
-        let want = std::fs::read_to_string(golden.join(name)).unwrap_or_else(|_| panic!("no golden {name} (GOLDEN_REGENERATE=1 writes it)"));
-        if got != want {
-            differ.push(format!("{name}:\n--- golden\n{want}\n--- got\n{got}"));
-        }
+        insta::with_settings!({ snapshot_path => "golden/reports", prepend_module_to_snapshot => false, omit_expression => true }, {
+            insta::assert_snapshot!(name.trim_end_matches(".csv"), got);
+        });
     }
-    assert!(differ.is_empty(), "reports differ from their golden output:\n{}", differ.join("\n"));
 }

@@ -1,7 +1,8 @@
 //! The operator's side on the real binary: `run` (idempotent, exit codes, summary), `check`,
 //! read-only `query` (every refused statement kind leaves the lake as it was), named
 //! parameters, `tables`, completions and the man page, and CLI snapshots with timings
-//! filtered. Snapshots live in `tests/snapshots/`; regenerate with `SNAPSHOT_UPDATE=1`.
+//! filtered. Snapshots live in `tests/snapshots/`; review a change with `cargo insta review`
+//! (or accept it with `INSTA_UPDATE=always`).
 
 mod common;
 
@@ -49,15 +50,12 @@ fn filter_timings(text: &str) -> String {
         + "\n"
 }
 
+/// `actual` against `tests/snapshots/<name>.snap` (insta: a change is written beside it as
+/// `.snap.new` for `cargo insta review`, or accepted with `INSTA_UPDATE=always`).
 fn snapshot(name: &str, actual: &str) {
-    let path = common::repo_root().join("tests/snapshots").join(name);
-    if std::env::var_os("SNAPSHOT_UPDATE").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing snapshot {} (SNAPSHOT_UPDATE=1 writes it)", path.display()));
-    assert!(expected == actual, "snapshot {name} differs:\n--- expected\n{expected}\n--- actual\n{actual}");
+    insta::with_settings!({ snapshot_path => "snapshots", prepend_module_to_snapshot => false, omit_expression => true }, {
+        insta::assert_snapshot!(name, actual);
+    });
 }
 
 #[test]
@@ -84,7 +82,7 @@ fn run_twice_gives_identical_bytes_and_a_summary() {
     assert!(summary.lines().count() <= 24, "one screen: {summary}");
     assert!(summary.contains("dcgm 100.00%") && summary.contains("status        OK"), "{summary}");
     let text = filter_timings(&summary).replace(&f.dir.display().to_string(), "[DIR]");
-    snapshot("run_summary.txt", &text);
+    snapshot("run_summary", &text);
     assert!(!f.dir.join("d/lake/_state/run.lock").exists(), "the lock is released");
 }
 
@@ -223,7 +221,7 @@ fn tables_documents_every_column() {
             assert!(cols.len() >= 3, "{head}: column without a meaning: {l:?}");
         }
     }
-    snapshot("tables.txt", &text);
+    snapshot("tables", &text);
 }
 
 #[test]
@@ -234,8 +232,8 @@ fn help_completions_and_man_page() {
         assert!(help.contains(&format!("  {cmd} ")), "--help lists {cmd}");
     }
     assert!(help.contains("Exit codes: 0 success"), "{help}");
-    snapshot("help.txt", &help);
-    snapshot("run_help.txt", &common::stdout(&common::run_ok(dir.path(), &["run", "--help"])));
+    snapshot("help", &help);
+    snapshot("run_help", &common::stdout(&common::run_ok(dir.path(), &["run", "--help"])));
     let bash = common::stdout(&common::run_ok(dir.path(), &["completions", "bash"]));
     assert!(bash.contains("_gpuledger()") && bash.contains("--no-collect"), "bash completion knows run's flags");
     let zsh = common::stdout(&common::run_ok(dir.path(), &["completions", "zsh"]));

@@ -36,22 +36,21 @@ SELECT
   s.mem_used_mib,
   s.power_w,
   COALESCE(s.energy_j, 0) / 3600000.0                              AS energy_kwh,
-  CAST(CASE
-    WHEN gm.model IS NOT NULL
-      THEN CAST(CAST(ROUND(s.share / gm.slice_share * s.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * gm.price_per_hour
-    ELSE CAST(CAST(ROUND(s.share * s.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0)) * COALESCE(g.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
-  END / CAST(3600000000 AS DECIMAL(38, 0)) AS DECIMAL(30, 12))      AS cloud_cost,
+  CAST(CAST(CAST(ROUND(s.share / COALESCE(r.unit_share, 1.0) * s.step_s * 1000000) AS BIGINT) AS DECIMAL(38, 0))
+       * COALESCE(r.price_per_hour, CAST(0 AS DECIMAL(18, 6)))
+       / CAST(3600000000 AS DECIMAL(38, 0)) AS DECIMAL(30, 12))     AS cloud_cost,
   CAST(CAST(ROUND(COALESCE(s.energy_j, 0) * 1000) AS DECIMAL(38, 0)) * p.pue * p.price_per_kwh
        / CAST(3600000000 AS DECIMAL(38, 0)) AS DECIMAL(30, 12))     AS power_cost,
   p.band                                                           AS tariff_band,
   CAST(COALESCE(s.energy_j, 0) / 3600000.0 * CAST(p.pue AS DOUBLE) * CAST(p.carbon_g_per_kwh AS DOUBLE) / 1000.0 AS DOUBLE) AS carbon_kg
 FROM gpu_samples s
 LEFT JOIN teams t ON t.namespace = CAST(s.namespace AS VARCHAR)
-LEFT JOIN gpu_prices gm
-  ON CAST(s.gpu_model AS VARCHAR) = gm.model AND CAST(s.mig_profile AS VARCHAR) = gm.mig_profile
- AND s.ts >= gm.effective_from AND s.ts < gm.effective_to
-LEFT JOIN gpu_prices g
-  ON CAST(s.gpu_model AS VARCHAR) = g.model AND g.mig_profile IS NULL
- AND s.ts >= g.effective_from AND s.ts < g.effective_to
+-- The one resolved price of the row (src/pricing/tables.rs, `gpu_rates`): its MIG profile's
+-- own price per instance-hour (time / unit_share), else the whole-GPU price.
+LEFT JOIN gpu_rates r
+  ON CAST(s.gpu_model AS VARCHAR) = r.model
+ AND s.ts >= r.effective_from AND s.ts < r.effective_to
+ AND (CAST(s.mig_profile AS VARCHAR) = r.mig_profile
+      OR (r.mig_profile IS NULL AND strpos(r.own_price_profiles, concat(',', CAST(s.mig_profile AS VARCHAR), ',')) = 0))
 LEFT JOIN power_tariff p
   ON date_bin(INTERVAL '15 minutes', s.ts) = p.bucket_start

@@ -90,6 +90,13 @@ const COLUMNS: &[(&str, &str, &str)] = &[
     ("gpu_prices", "slice_share", "the MIG profile's share of its GPU (1 for a whole GPU)"),
     ("gpu_prices", "effective_from", "the price holds from this instant (UTC) ..."),
     ("gpu_prices", "effective_to", "... until this one (exclusive): the next price row's start"),
+    ("gpu_rates", "model", "GPU model (DCGM modelName) the rate is for"),
+    ("gpu_rates", "mig_profile", "MIG profile with its own price (per instance-hour); NULL: the whole-GPU price, for whole GPUs and the slices of profiles not in own_price_profiles"),
+    ("gpu_rates", "price_per_hour", "price per GPU-hour (or MIG instance-hour), in [pricing] currency"),
+    ("gpu_rates", "unit_share", "what one priced hour is a share of the GPU: 1, or the MIG profile's share (GPU time / unit_share = instance time)"),
+    ("gpu_rates", "effective_from", "the rate holds from this instant (UTC) ..."),
+    ("gpu_rates", "effective_to", "... until this one (exclusive): the next price change of the model or one of its profiles"),
+    ("gpu_rates", "own_price_profiles", "on a whole-GPU row, the MIG profiles priced by their own row over its dates, as ,a,b, (NULL on a profile row)"),
     ("cpu_prices", "price_per_core_hour", "price per requested CPU core-hour"),
     ("cpu_prices", "effective_from", "the price holds from this instant (UTC) ..."),
     ("cpu_prices", "effective_to", "... until this one (exclusive)"),
@@ -122,6 +129,7 @@ const COLUMNS: &[(&str, &str, &str)] = &[
 
 const CONFIG_TABLES: &[(&str, &str)] = &[
     ("gpu_prices", "config [[pricing.gpu]]: price per GPU-hour by model (and MIG profile), with dates"),
+    ("gpu_rates", "config [[pricing.gpu]] resolved: the one rate of every GPU row (MIG profile price, else the whole-GPU price), as every priced query joins it"),
     ("cpu_prices", "config [[pricing.cpu]]: price per requested core-hour, with dates"),
     ("memory_prices", "config [[pricing.memory]]: price per requested GiB-hour, with dates"),
     ("tariff_bands", "config [[pricing.power.tariff]]: time-of-use bands as configured"),
@@ -207,8 +215,10 @@ pub async fn describe(session: &SessionContext) -> datafusion::error::Result<Vec
     for (name, sql) in VIEWS {
         if let Some(mut cols) = found.remove(*name) {
             let (meaning, docs) = view_docs(sql);
+            // `--   *: ... `table` ...`: the view passes on that table's columns, documented there.
+            let base = docs.get("*").and_then(|text| text.split('`').nth(1)).map(str::to_string);
             for c in cols.iter_mut() {
-                c.meaning = docs.get(&c.name).cloned().unwrap_or_default();
+                c.meaning = docs.get(&c.name).cloned().or_else(|| base.as_deref().and_then(|b| lake_meaning(b, &c.name))).unwrap_or_default();
             }
             out.push(TableDoc { name: name.to_string(), kind: "view", meaning, columns: cols });
         }

@@ -17,6 +17,12 @@ pub enum GuardError {
     Syntax(String),
 }
 
+impl crate::exit::ExitStatus for GuardError {
+    fn exit_code(&self) -> Option<u8> {
+        Some(crate::exit::USAGE)
+    }
+}
+
 /// Accepts exactly one read-only statement; returns its kind (`SELECT`, `EXPLAIN`, ...).
 pub fn check_read_only(sql: &str) -> Result<&'static str, GuardError> {
     let statements = DFParser::parse_sql(sql).map_err(|e| GuardError::Syntax(e.strip_backtrace()))?;

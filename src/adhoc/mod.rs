@@ -33,6 +33,16 @@ pub enum AdhocError {
     Render { format: &'static str, detail: String },
 }
 
+impl crate::exit::ExitStatus for AdhocError {
+    fn exit_code(&self) -> Option<u8> {
+        match self {
+            AdhocError::BadParam(_) => Some(crate::exit::USAGE),
+            AdhocError::Guard(g) => crate::exit::ExitStatus::exit_code(g),
+            _ => None,
+        }
+    }
+}
+
 /// `NAME=VALUE` -> (NAME, VALUE); the SQL refers to it as `$NAME`.
 pub fn parse_param(text: &str) -> Result<(String, String), AdhocError> {
     let (name, value) = text.split_once('=').ok_or_else(|| AdhocError::BadParam(text.into()))?;

@@ -12,7 +12,7 @@ use chrono::NaiveDate;
 use super::labels::{sane, LabelPick};
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
-use crate::lake::rows::{PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotasBuilder};
+use crate::lake::rows::{PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
 use crate::lake::Table;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -370,7 +370,7 @@ impl KubeState {
             if *t >= c_end {
                 break;
             }
-            rows.push(*t, n, r, *h, *u);
+            rows.push(&QuotaRow { ts: *t, namespace: n, resource: r, hard: *h, used: *u });
         }
         rows.finish()
     }

@@ -37,6 +37,16 @@ use state::{Checkpoints, LakeLock, StateError};
 pub const SOURCES: [&str; 2] = ["dcgm", "kube"];
 const DAY_MS: i64 = 86_400_000;
 
+/// `#[error(transparent)]` hides the carried error from the chain: answer for it.
+impl crate::exit::ExitStatus for CollectError {
+    fn exit_code(&self) -> Option<u8> {
+        match self {
+            CollectError::State(s) => crate::exit::ExitStatus::exit_code(s),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
     #[error(transparent)]

@@ -26,6 +26,10 @@ use crate::redact::url_userinfo;
 pub enum PromError {
     #[error("prometheus setup: {0}")]
     Setup(String),
+    #[error("prometheus setup: {key}: reading {path}: {source}")]
+    ReadFile { key: &'static str, path: String, source: std::io::Error },
+    #[error("prometheus setup: {what}: {source}")]
+    Http { what: String, source: reqwest::Error },
     #[error("query {query} for {window}: {message}")]
     Query { query: String, window: String, message: String },
 }
@@ -82,10 +86,13 @@ impl std::fmt::Debug for PromClient {
     }
 }
 
-fn read_secret(path: &PathBuf, key: &str) -> Result<String> {
-    std::fs::read_to_string(path)
-        .map(|s| s.trim().to_string())
-        .map_err(|e| PromError::Setup(format!("{key}: reading {}: {e}", path.display())))
+fn read_secret(path: &PathBuf, key: &'static str) -> Result<String> {
+    std::fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|source| PromError::ReadFile { key, path: path.display().to_string(), source })
+}
+
+fn http_error(what: impl Into<String>) -> impl FnOnce(reqwest::Error) -> PromError {
+    let what = what.into();
+    move |source| PromError::Http { what, source }
 }
 
 impl PromClient {
@@ -96,11 +103,11 @@ impl PromClient {
             .connect_timeout(Duration::from_secs(cfg.timeout_secs.min(10)))
             .user_agent(concat!("gpuledger/", env!("CARGO_PKG_VERSION")));
         if let Some(ca) = &cfg.ca_file {
-            let pem = std::fs::read(ca).map_err(|e| PromError::Setup(format!("prometheus.ca_file: reading {}: {e}", ca.display())))?;
-            let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| PromError::Setup(format!("prometheus.ca_file {}: {e}", ca.display())))?;
+            let pem = std::fs::read(ca).map_err(|source| PromError::ReadFile { key: "prometheus.ca_file", path: ca.display().to_string(), source })?;
+            let cert = reqwest::Certificate::from_pem(&pem).map_err(http_error(format!("prometheus.ca_file {}", ca.display())))?;
             builder = builder.add_root_certificate(cert);
         }
-        let http = builder.build().map_err(|e| PromError::Setup(format!("HTTP client: {e}")))?;
+        let http = builder.build().map_err(http_error("HTTP client"))?;
         let mut secrets: Vec<String> = cfg.headers.values().cloned().collect();
         // Credentials in the URL become the basic-auth header, never part of a request line.
         let in_url = crate::redact::userinfo(&cfg.url);
@@ -403,7 +410,7 @@ pub fn series_of(data: Option<Matrix>) -> std::result::Result<Vec<Series>, Strin
 /// The `Authorization` value reqwest's `basic_auth` sends for `user` and `password` (kept, so
 /// that the redactor knows it as a secret).
 fn basic_auth_header(http: &reqwest::Client, user: &str, password: &str) -> Result<String> {
-    let request = http.get("http://localhost/").basic_auth(user, Some(password)).build().map_err(|e| PromError::Setup(format!("basic auth: {e}")))?;
+    let request = http.get("http://localhost/").basic_auth(user, Some(password)).build().map_err(http_error("basic auth"))?;
     let value = request.headers().get(reqwest::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     value.map(str::to_string).ok_or_else(|| PromError::Setup("basic auth: no header".into()))
 }

@@ -24,6 +24,12 @@ pub enum StateError {
     Corrupt { path: PathBuf, message: String },
 }
 
+impl crate::exit::ExitStatus for StateError {
+    fn exit_code(&self) -> Option<u8> {
+        matches!(self, StateError::Locked { .. }).then_some(crate::exit::BUSY)
+    }
+}
+
 pub fn state_dir(lake: &Lake) -> PathBuf {
     lake.root().join("_state")
 }

@@ -13,6 +13,12 @@ pub use defaults::default_gpu_prices;
 pub use types::*;
 pub use validate::check_prometheus_url;
 
+impl crate::exit::ExitStatus for ConfigError {
+    fn exit_code(&self) -> Option<u8> {
+        Some(crate::exit::USAGE)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("reading config {path}: {source}")]

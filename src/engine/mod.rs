@@ -9,7 +9,7 @@ mod register;
 mod run;
 mod session;
 
-pub use register::register_batches;
+pub use register::{register_batches, register_view};
 pub use run::{query_error, run_query, run_query_schema, run_query_with, str_param, stream_query, timeout_error, ts_param};
 pub use session::{session_cluster, session_lake, session_result_limits, SessionBuilder};
 
@@ -21,6 +21,21 @@ pub enum EngineError {
     Query { query: String, source: DataFusionError },
     #[error("engine setup: {0}")]
     Setup(String),
+    #[error("engine setup: listing {dir}: {source}")]
+    Listing { dir: String, source: std::io::Error },
+    #[error("engine setup: {path}: {source}")]
+    Path { path: String, source: std::io::Error },
+    #[error("engine setup: writing table {table} to {path}: {source}")]
+    WriteTable { table: String, path: String, source: std::io::Error },
+    #[error("engine setup: limiting {table} to cluster {cluster}: {source}")]
+    LimitCluster { table: &'static str, cluster: String, source: DataFusionError },
+    #[error("engine setup: {0}")]
+    Prices(#[from] crate::pricing::PricingError),
+    #[error("engine setup: {0}")]
+    Runtime(#[source] DataFusionError),
+    #[cfg(feature = "s3")]
+    #[error("engine setup: {0}")]
+    S3(#[from] crate::lake::s3::S3Error),
     #[error("query {query}: a lake file cannot be read: {file}; restore it, or re-collect its day (collect --from DAY --to NEXT_DAY)")]
     LakeFile { query: String, file: String, source: DataFusionError },
     #[error("query {query}: it spilled more than engine.spill_limit ({limit}) to disk; narrow the query (fewer rows before the sort, join or aggregate) or raise the key")]

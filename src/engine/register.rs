@@ -23,7 +23,7 @@ use crate::lake::{Lake, Table};
 /// (`pricing::tables`), `calendar` (the lake's days) and `teams_config`.
 pub(super) fn register_config_tables(ctx: &SessionContext, lake: &Lake, config: &Config) -> Result<()> {
     let days = lake.dates(Table::GpuSamples).unwrap_or_default();
-    for (name, batch) in crate::pricing::tables::price_tables(config, days.first().copied().zip(days.last().copied())).map_err(setup)? {
+    for (name, batch) in crate::pricing::tables::price_tables(config, days.first().copied().zip(days.last().copied()))? {
         register_mem(ctx, name, batch.schema(), batch)?;
     }
     register_calendar(ctx, lake)?;
@@ -42,7 +42,7 @@ pub(super) async fn limit_to_cluster(ctx: &SessionContext, table: Table, cluster
         "CREATE VIEW {name} AS SELECT * FROM {all} WHERE COALESCE(CAST(cluster AS VARCHAR), '{}') = '{quoted}'",
         crate::domain::units::DEFAULT_CLUSTER
     );
-    ctx.sql(&sql).await.map_err(|e| setup(format!("limiting {name} to cluster {cluster}: {e}")))?;
+    ctx.sql(&sql).await.map_err(|source| EngineError::LimitCluster { table: name, cluster: cluster.to_string(), source })?;
     Ok(())
 }
 
@@ -52,11 +52,12 @@ pub(super) async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table
     let dir = lake.table_dir(table);
     // A folder that cannot be listed (permissions, an unreachable bucket) is an error, never
     // an empty table: a report on it would be silently empty.
-    let days = lake.dates(table).map_err(|e| EngineError::Setup(format!("listing {}: {e}", dir.display())))?;
+    let listing = |source| EngineError::Listing { dir: dir.display().to_string(), source };
+    let days = lake.dates(table).map_err(listing)?;
     if days.is_empty() {
         return register_batches(ctx, table.name(), with_date_column(table.schema()), vec![vec![]]);
     }
-    let stray = lake.stray_files(table).map_err(|e| EngineError::Setup(format!("listing {}: {e}", dir.display())))?;
+    let stray = lake.stray_files(table).map_err(listing)?;
     if !stray.is_empty() {
         let mut files: Vec<String> = stray.iter().take(5).map(|p| p.display().to_string()).collect();
         if stray.len() > 5 {
@@ -72,7 +73,7 @@ pub(super) async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table
 /// executors of a cluster sharing the filesystem find it too.
 fn register_parquet_dir(ctx: &SessionContext, lake: &Lake, name: &str, dir: &std::path::Path, schema: SchemaRef, partition_cols: &[&str]) -> Result<()> {
     let reg_err = |source| EngineError::Register { table: name.into(), source };
-    let dir = if lake.is_local() { std::path::absolute(dir).map_err(|e| EngineError::Setup(format!("{}: {e}", dir.display())))? } else { dir.to_path_buf() };
+    let dir = if lake.is_local() { std::path::absolute(dir).map_err(|source| EngineError::Path { path: dir.display().to_string(), source })? } else { dir.to_path_buf() };
     let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
     let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
         .with_file_extension(".parquet")
@@ -87,9 +88,15 @@ fn register_parquet_dir(ctx: &SessionContext, lake: &Lake, name: &str, dir: &std
 /// daily usage), defined in every session.
 pub(super) async fn register_views(ctx: &SessionContext) -> Result<()> {
     for (name, sql) in crate::queries::VIEWS {
-        let reg_err = |source| EngineError::Register { table: format!("view {name}"), source };
-        ctx.sql(&format!("CREATE VIEW {name} AS\n{sql}")).await.map_err(reg_err)?;
+        register_view(ctx, name, sql).await?;
     }
+    Ok(())
+}
+
+/// Defines (or redefines) the view `name` as `select`, over the tables registered now.
+pub async fn register_view(ctx: &SessionContext, name: &str, select: &str) -> Result<()> {
+    let reg_err = |source| EngineError::Register { table: format!("view {name}"), source };
+    ctx.sql(&format!("CREATE OR REPLACE VIEW {name} AS\n{select}")).await.map_err(reg_err)?;
     Ok(())
 }
 
@@ -163,7 +170,7 @@ pub fn register_batches(ctx: &SessionContext, name: &str, schema: SchemaRef, par
     };
     let dir = scratch.table_dir(name);
     let file = dir.join("part-0.parquet");
-    let write_err = |e: std::io::Error| EngineError::Setup(format!("writing table {name} to {}: {e}", file.display()));
+    let write_err = |source| EngineError::WriteTable { table: name.to_string(), path: file.display().to_string(), source };
     scratch
         .lake()
         .publish(&file, |out| {

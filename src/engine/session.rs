@@ -149,10 +149,10 @@ impl SessionBuilder {
             Some(bytes) => DiskManagerBuilder::default().with_max_temp_directory_size(bytes),
             None => DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
         });
-        let runtime = runtime.build_arc().map_err(|e| EngineError::Setup(e.to_string()))?;
+        let runtime = runtime.build_arc().map_err(EngineError::Runtime)?;
         #[cfg(feature = "s3")]
         if let Some(crate::lake::store::Store::S3(s3)) = lake.map(|l| l.store()) {
-            let (url, store) = s3.datafusion_store().map_err(|e| EngineError::Setup(e.to_string()))?;
+            let (url, store) = s3.datafusion_store()?;
             runtime.register_object_store(&url, store);
         }
         let ctx = SessionContext::new_with_config_rt(config, runtime);

@@ -1,5 +1,6 @@
-//! Every lake table's Arrow schema, defined once. Readers (the engine), writers (the
-//! simulator, the collector) and `gpuledger tables` all use these definitions.
+//! Every lake table's Arrow schema, defined once (the five tables with typed row builders
+//! declare their columns in `rows.rs`, which builds their schemas). Readers (the engine),
+//! writers (the simulator, the collector) and `gpuledger tables` all use these definitions.
 
 use std::sync::Arc;
 
@@ -114,11 +115,12 @@ impl Table {
 
     pub fn schema(self) -> SchemaRef {
         match self {
-            Table::GpuSamples => gpu_samples_schema(),
-            Table::Pods => pods_schema(),
-            Table::PendingSamples => pending_samples_schema(),
-            Table::Quotas => quotas_schema(),
-            Table::Nodes => nodes_schema(),
+            // The tables with typed row builders: their columns are declared once, in `rows`.
+            Table::GpuSamples => super::rows::GpuSampleRow::schema(),
+            Table::Pods => super::rows::PodRow::schema(),
+            Table::PendingSamples => super::rows::PendingRow::schema(),
+            Table::Quotas => super::rows::QuotaRow::schema(),
+            Table::Nodes => super::rows::NodeRow::schema(),
             Table::Gaps => gaps_schema(),
             Table::NodeCapacity => Arc::new(Schema::new(vec![
                 ts("ts", false),
@@ -176,7 +178,7 @@ fn label(name: &str, nullable: bool) -> Field {
 /// The column every table ends with: the cluster a row belongs to (the value of
 /// `prometheus.cluster_label` on its series, else `prometheus.cluster_name`). Nullable: files
 /// written before it existed read as null (see [`cluster_of`]).
-fn cluster() -> Field {
+pub(super) fn cluster() -> Field {
     label(CLUSTER, true)
 }
 
@@ -192,94 +194,10 @@ pub fn later_column(name: &str) -> Option<Field> {
     (name == CLUSTER).then(cluster)
 }
 
-fn gpu_samples_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        ts("ts", false),
-        Field::new("step_s", DataType::Int32, false),
-        label("node", false),
-        label("gpu_uuid", false),
-        Field::new("gpu_index", DataType::Int16, false),
-        label("gpu_model", false),
-        label("mig_profile", true),
-        Field::new("gpu_instance_id", DataType::Int16, true),
-        label("namespace", true),
-        label("pod", true),
-        label("container", true),
-        Field::new("share", DataType::Float64, false),
-        Field::new("util_pct", DataType::Float32, true),
-        Field::new("mem_used_mib", DataType::Float32, true),
-        Field::new("mem_total_mib", DataType::Float32, true),
-        Field::new("power_w", DataType::Float32, true),
-        Field::new("energy_j", DataType::Float64, true),
-        Field::new("temp_c", DataType::Float32, true),
-        Field::new("xid", DataType::Int32, true),
-        cluster(),
-    ]))
-}
 
-fn pods_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        label("namespace", false),
-        Field::new("pod", DataType::Utf8, false),
-        Field::new("uid", DataType::Utf8, false),
-        label("node", true),
-        label("priority_class", true),
-        ts("created", false),
-        ts("scheduled", true),
-        ts("started", true),
-        ts("finished", true),
-        label("gpu_resource", true),
-        Field::new("gpu_request", DataType::Int32, false),
-        Field::new("cpu_request", DataType::Float64, true),
-        Field::new("mem_request_bytes", DataType::Int64, true),
-        label("phase", true),
-        label("termination_reason", true),
-        label("team", true),
-        cluster(),
-    ]))
-}
 
-fn pending_samples_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        ts("ts", false),
-        Field::new("step_s", DataType::Int32, false),
-        label("namespace", false),
-        Field::new("pod", DataType::Utf8, false),
-        Field::new("uid", DataType::Utf8, false),
-        label("priority_class", true),
-        label("gpu_resource", true),
-        Field::new("gpu_request", DataType::Int32, false),
-        label("reason", true),
-        cluster(),
-    ]))
-}
 
-fn quotas_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        ts("ts", false),
-        label("namespace", false),
-        label("resource", false),
-        Field::new("hard", DataType::Float64, true),
-        Field::new("used", DataType::Float64, true),
-        cluster(),
-    ]))
-}
 
-fn nodes_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        label("node", false),
-        label("gpu_uuid", false),
-        Field::new("gpu_index", DataType::Int16, false),
-        label("gpu_model", false),
-        label("mig_profile", true),
-        Field::new("gpu_instance_id", DataType::Int16, true),
-        Field::new("share", DataType::Float64, false),
-        Field::new("mem_total_mib", DataType::Float32, true),
-        ts("first_seen", false),
-        ts("last_seen", false),
-        cluster(),
-    ]))
-}
 
 fn gaps_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![

@@ -4,3 +4,4 @@
 
 pub mod tables;
 pub mod tariff;
+pub use tables::PricingError;

@@ -31,6 +31,8 @@ pub enum ReportError {
     Buckets(#[from] crate::lake::passes::gpu_buckets::BucketError),
     #[error("idle report: {0}")]
     IdleScan(#[from] crate::lake::passes::idle_runs::IdleScanError),
+    #[error("report {report}: {pass} stopped: {source}")]
+    PassStopped { report: &'static str, pass: &'static str, source: tokio::task::JoinError },
     #[error("report {report}: unexpected result shape: {detail}")]
     Shape { report: &'static str, detail: String },
     #[error("writing {path}: {source}")]

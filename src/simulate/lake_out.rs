@@ -10,7 +10,7 @@ use super::cluster::{Cluster, MAX_UNITS};
 use super::scheduler::Schedule;
 use super::signals::{SignalModel, UnitCursor};
 use super::workload::NamespaceSpec;
-use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotasBuilder};
+use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
 use crate::lake::rows::with_cluster;
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::Progress;
@@ -177,7 +177,7 @@ impl LakeOutput<'_> {
     fn quotas(&self, s: i64, e: i64) -> RecordBatch {
         let mut rows = QuotasBuilder::new();
         for q in self.schedule.quotas.iter().filter(|q| q.ts >= s && q.ts < e) {
-            rows.push(q.ts, self.namespaces[q.ns].name, "requests.nvidia.com/gpu", Some(q.hard as f64), Some(q.used as f64));
+            rows.push(&QuotaRow { ts: q.ts, namespace: self.namespaces[q.ns].name, resource: "requests.nvidia.com/gpu", hard: Some(q.hard as f64), used: Some(q.used as f64) });
         }
         rows.finish()
     }

@@ -53,31 +53,29 @@ pub struct IdleRule {
     pub min_secs: i64,
 }
 
-pub fn holding_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
+/// The columns both tables start with: the pod and the GPU unit it held.
+fn unit_fields() -> Vec<Field> {
+    vec![
         Field::new("namespace", DataType::Utf8, true),
         Field::new("pod", DataType::Utf8, false),
         Field::new("gpu_model", DataType::Utf8, false),
         Field::new("gpu_uuid", DataType::Utf8, false),
         Field::new("gpu_instance_id", DataType::Int16, true),
-        Field::new("held_gpu_us", DataType::Int64, false),
-        Field::new("steps", DataType::Int64, false),
-        Field::new("idle_steps", DataType::Int64, false),
-        Field::new("drops", DataType::Int64, false),
-    ]))
+    ]
+}
+
+fn with_unit_fields(rest: &[(&str, DataType)]) -> SchemaRef {
+    let mut fields = unit_fields();
+    fields.extend(rest.iter().map(|(name, t)| Field::new(*name, t.clone(), false)));
+    Arc::new(Schema::new(fields))
+}
+
+pub fn holding_schema() -> SchemaRef {
+    with_unit_fields(&[("held_gpu_us", DataType::Int64), ("steps", DataType::Int64), ("idle_steps", DataType::Int64), ("drops", DataType::Int64)])
 }
 
 pub fn runs_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("namespace", DataType::Utf8, true),
-        Field::new("pod", DataType::Utf8, false),
-        Field::new("gpu_model", DataType::Utf8, false),
-        Field::new("gpu_uuid", DataType::Utf8, false),
-        Field::new("gpu_instance_id", DataType::Int16, true),
-        Field::new("start", ts_type(), false),
-        Field::new("steps", DataType::Int64, false),
-        Field::new("gpu_us", DataType::Int64, false),
-    ]))
+    with_unit_fields(&[("start", ts_type()), ("steps", DataType::Int64), ("gpu_us", DataType::Int64)])
 }
 
 /// The two tables, as record batches of `holding_schema()` and `runs_schema()`.

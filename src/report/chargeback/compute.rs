@@ -48,11 +48,14 @@ async fn price_buckets(
         partitions[i % threads.max(1)].push(b);
     }
     crate::engine::register_batches(ctx, crate::lake::passes::gpu_buckets::TABLE, crate::lake::passes::gpu_buckets::schema(), partitions)?;
+    let (view, select) = crate::queries::BUCKET_VIEW;
+    crate::engine::register_view(ctx, view, select).await?;
     let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await;
     let totals = match priced {
         Ok(_) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
         Err(_) => Ok(None),
     };
+    let _ = ctx.deregister_table(view);
     let _ = ctx.deregister_table(crate::lake::passes::gpu_buckets::TABLE);
     let (schema, priced) = priced?;
     let totals = totals?.unwrap_or_default();
@@ -82,7 +85,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         let (lake, scan_window) = (lake.clone(), *piece);
         let buckets = tokio::task::spawn_blocking(move || crate::lake::passes::gpu_buckets::scan(&lake, &scan_window, threads))
             .await
-            .map_err(|e| shape(format!("the GPU row pass stopped: {e}")))??;
+            .map_err(|source| ReportError::PassStopped { report: R, pass: "the GPU row pass", source })??;
         tracing::debug!(
             "gpu_buckets {}: {} rows into {} buckets ({} days from rollups, samples read for {:?}) at {:.2}s",
             piece.label(),
