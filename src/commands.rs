@@ -14,7 +14,7 @@ use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, Rol
 use crate::cronjob;
 use crate::exit::{IncompleteData, UsageError};
 use crate::config::Config;
-use crate::domain::size::parse_size;
+use crate::domain::size::MemorySize;
 use crate::engine::SessionBuilder;
 use crate::lake::Lake;
 use crate::progress::{Progress, ProgressMode};
@@ -65,8 +65,7 @@ fn resolve(cli: &Cli) -> Result<Context_> {
         config.lake.path = lake.clone();
     }
     if let Some(m) = &cli.memory_limit {
-        parse_size(m).map_err(|e| UsageError(format!("--memory-limit: {e}")))?;
-        config.engine.memory_limit = m.clone();
+        config.engine.memory_limit = MemorySize::parse(m).map_err(|e| UsageError(format!("--memory-limit: {e}")))?;
     }
     let queries_dir = cli.queries.clone().or_else(|| config.queries.dir.clone());
     if let Some(dir) = &queries_dir {

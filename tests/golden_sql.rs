@@ -124,3 +124,50 @@ fn a_null_utilisation_is_left_out_of_the_average_and_counted_missing() {
     let dcgm = rows.iter().find(|r| r[1] == "dcgm").unwrap();
     assert_eq!(&dcgm[3..6], ["16", "16", "100.00"], "{rows:?}");
 }
+
+/// A MIG profile's own price that starts inside the window (`gpu_rates`): the A100's 3g.40gb
+/// instance pays its share of the GPU price (3.67 per GPU-hour) until 2026-09-30 and 20.00 per
+/// instance-hour from 2026-10-01; its 4g.40gb neighbour, with no price of its own, pays its
+/// share of the GPU price throughout. Hand-worked, in USD x 3.6e9 (price x microseconds):
+///   a (3g.40gb): 23:59:30 share 3/7 x 30 s = 12,857,143 us x 3.67 = 47,185,714.81;
+///                00:00:00 one instance x 30 s = 30,000,000 us x 20.00 = 600,000,000;
+///                647,185,714.81 -> 0.179774 USD
+///   unallocated (4g.40gb): 2 x 17,142,857 us x 3.67 = 125,828,570.38 -> 0.034952 USD
+///   total 773,014,285.19 -> 0.214726 -> 0.21; largest remainders: a 0.18, unallocated 0.03.
+/// (The profile price on both rows would give a 0.33; the GPU share on both, 0.03.)
+#[test]
+fn a_mig_profile_price_that_starts_inside_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = std::fs::read_to_string(common::repo_root().join("fixtures/golden/gpu_samples.csv")).unwrap().lines().next().unwrap().to_string();
+    let row = |ts: &str, profile: &str, id: u8, ns: &str, pod: &str, share: &str| {
+        format!("{ts},30,node-2,GPU-mig,0,NVIDIA A100-SXM4-80GB,{profile},{id},{ns},{pod},{},{share},50,1,40192,100,3000,40,0", if pod.is_empty() { "" } else { "main" })
+    };
+    let rows = [
+        row("2026-09-30T23:59:30Z", "3g.40gb", 1, "a", "a-2", "0.42857142857142855"),
+        row("2026-09-30T23:59:30Z", "4g.40gb", 2, "", "", "0.5714285714285714"),
+        row("2026-10-01T00:00:00Z", "3g.40gb", 1, "a", "a-2", "0.42857142857142855"),
+        row("2026-10-01T00:00:00Z", "4g.40gb", 2, "", "", "0.5714285714285714"),
+    ];
+    std::fs::write(dir.path().join("s.csv"), format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+    import_csv(&Lake::new(dir.path().join("lake")), Table::GpuSamples, &dir.path().join("s.csv")).unwrap();
+    std::fs::write(
+        dir.path().join("gpuledger.toml"),
+        "[lake]\npath = \"lake\"\n[run]\nmin_completeness_pct = 0\n[pricing]\ncurrency = \"USD\"\n\
+         [[pricing.gpu]]\nmodel = \"NVIDIA A100-SXM4-80GB\"\nprice_per_hour = 3.67\n\
+         [[pricing.gpu]]\nmodel = \"NVIDIA A100-SXM4-80GB\"\nmig_profile = \"3g.40gb\"\nprice_per_hour = 20.00\neffective_from = \"2026-10-01\"\n",
+    )
+    .unwrap();
+    let window = ["--from", "2026-09-30T23:59:30Z", "--to", "2026-10-01T00:00:30Z"];
+    let out = common::run_ok(dir.path(), &[&["report", "chargeback"][..], &window, &["--format", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cost = |ns: &str| v["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == ns).unwrap_or_else(|| panic!("no row {ns}: {v}"))["cloud_cost"].clone();
+    assert_eq!(cost("a"), serde_json::json!(0.18), "{v}");
+    assert_eq!(cost("__unallocated__"), serde_json::json!(0.03), "{v}");
+    assert_eq!(v["total"]["cloud_cost"], serde_json::json!(0.21), "{v}");
+    // The `usage` view prices every row through the same rate table, to the 1e-12 USD.
+    let sql = "SELECT namespace, CAST(SUM(cloud_cost) AS VARCHAR) AS c FROM usage GROUP BY namespace ORDER BY namespace";
+    let (_, got) = common::parse_csv(&common::stdout(&common::run_ok(dir.path(), &["query", sql, "--format", "csv"])));
+    let usd = |ns: &str| got.iter().find(|r| r[0] == ns).unwrap_or_else(|| panic!("no {ns}: {got:?}"))[1].parse::<f64>().unwrap();
+    assert!((usd("a") - 647_185_714.81 / 3.6e9).abs() < 1e-11, "{got:?}");
+    assert!((usd("__unallocated__") - 125_828_570.38 / 3.6e9).abs() < 1e-11, "{got:?}");
+}

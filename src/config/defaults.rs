@@ -132,12 +132,12 @@ impl Default for PowerPricing {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            memory_limit: "1G".into(),
+            memory_limit: MemorySize::of_bytes(1 << 30),
             url: None,
             query_timeout_secs: 3600,
-            spill_limit: "4G".into(),
+            spill_limit: MemorySize::of_bytes(4 << 30),
             max_result_rows: 10_000_000,
-            max_result_bytes: "256M".into(),
+            max_result_bytes: MemorySize::of_bytes(256 << 20),
         }
     }
 }

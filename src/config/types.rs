@@ -7,6 +7,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 
 use crate::domain::dcgm_field::Field;
+pub use crate::domain::size::MemorySize;
 
 /// Which cost `total_cost` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -380,7 +381,8 @@ pub struct RatePrice {
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
     /// DataFusion memory pool, e.g. "1G", "512M"; "0" for unbounded.
-    pub memory_limit: String,
+    #[serde(deserialize_with = "memory_limit")]
+    pub memory_limit: MemorySize,
     /// Where the SQL runs: `local` (default), `ballista://HOST:PORT`, `ballista://standalone`.
     pub url: Option<String>,
     /// A query that has not finished after this many seconds fails (0: no limit). A Ballista job
@@ -388,11 +390,38 @@ pub struct EngineConfig {
     pub query_timeout_secs: u64,
     /// Most disk a query may spill to (sorts, joins and aggregates over the memory limit), e.g.
     /// "4G"; "0" for no spilling at all.
-    pub spill_limit: String,
+    #[serde(deserialize_with = "spill_limit")]
+    pub spill_limit: MemorySize,
     /// Most rows an ad hoc query (`query`, and `serve`) may return.
     pub max_result_rows: u64,
-    /// Most bytes (Arrow's in-memory size) an ad hoc query may return, e.g. "256M".
-    pub max_result_bytes: String,
+    /// Most bytes (Arrow's in-memory size) an ad hoc query may return, e.g. "256M" (never
+    /// unbounded: a result is always bounded).
+    #[serde(deserialize_with = "max_result_bytes")]
+    pub max_result_bytes: MemorySize,
+}
+
+/// `engine.memory_limit` read as a [`MemorySize`]; an error names the key.
+fn memory_limit<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<MemorySize, D::Error> {
+    memory_size(d, "engine.memory_limit")
+}
+
+/// `engine.spill_limit` read as a [`MemorySize`]; an error names the key.
+fn spill_limit<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<MemorySize, D::Error> {
+    memory_size(d, "engine.spill_limit")
+}
+
+/// `engine.max_result_bytes` read as a bounded [`MemorySize`]; an error names the key.
+fn max_result_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<MemorySize, D::Error> {
+    let size = memory_size(d, "engine.max_result_bytes")?;
+    if size.limit().is_none() {
+        return Err(serde::de::Error::custom("engine.max_result_bytes must be a size such as 256M (a result is always bounded)"));
+    }
+    Ok(size)
+}
+
+fn memory_size<'de, D: serde::Deserializer<'de>>(d: D, key: &str) -> std::result::Result<MemorySize, D::Error> {
+    let text = String::deserialize(d)?;
+    MemorySize::parse(&text).map_err(|m| serde::de::Error::custom(format!("{key}: {m}")))
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

@@ -149,12 +149,6 @@ impl Config {
         if !(self.idle.zombie_mem_mib.is_finite() && self.idle.zombie_mem_mib >= 0.0) {
             return Err(invalid("idle.zombie_mem_mib", format!("must be a number >= 0, got {}", self.idle.zombie_mem_mib)));
         }
-        crate::domain::size::parse_size(&self.engine.memory_limit)
-            .map_err(|m| invalid("engine.memory_limit", m))?;
-        crate::domain::size::parse_size(&self.engine.spill_limit).map_err(|m| invalid("engine.spill_limit", m))?;
-        if crate::domain::size::parse_size(&self.engine.max_result_bytes).map_err(|m| invalid("engine.max_result_bytes", m))?.is_none() {
-            return Err(invalid("engine.max_result_bytes", "must be a size such as 256M (a result is always bounded)".into()));
-        }
         if self.engine.max_result_rows == 0 {
             return Err(invalid("engine.max_result_rows", "must be at least 1".into()));
         }

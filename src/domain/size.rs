@@ -18,3 +18,24 @@ pub fn parse_size(text: &str) -> std::result::Result<Option<usize>, String> {
     }
     Ok(Some((n * mult as f64) as usize))
 }
+
+
+/// A size as configured (`engine.memory_limit`, `engine.spill_limit`, ...), parsed once when
+/// the config is read: bytes, or unbounded ("0").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemorySize(Option<usize>);
+
+impl MemorySize {
+    pub fn parse(text: &str) -> std::result::Result<MemorySize, String> {
+        parse_size(text).map(MemorySize)
+    }
+
+    pub const fn of_bytes(bytes: usize) -> MemorySize {
+        MemorySize(Some(bytes))
+    }
+
+    /// The bytes, or None for unbounded.
+    pub fn limit(self) -> Option<usize> {
+        self.0
+    }
+}

@@ -12,7 +12,6 @@ use super::register::{limit_to_cluster, register_config_tables, register_lake_ta
 use super::{EngineError, Result};
 use crate::config::Config;
 use crate::distributed::{Engine, Scratch};
-use crate::domain::size::parse_size;
 use crate::lake::{Lake, Table};
 
 /// Builds the session every query runs in.
@@ -62,13 +61,13 @@ impl Default for SessionBuilder {
 
 impl SessionBuilder {
     pub fn from_config(config: &Config) -> Self {
-        let memory_limit = parse_size(&config.engine.memory_limit).unwrap_or(Some(1 << 30));
+        let memory_limit = config.engine.memory_limit.limit();
         let engine = config.engine.url.as_deref().map(Engine::parse).transpose().ok().flatten().unwrap_or_default();
         let query_timeout = Some(config.engine.query_timeout_secs).filter(|s| *s > 0).map(Duration::from_secs);
-        let spill_limit = parse_size(&config.engine.spill_limit).unwrap_or(Some(4 << 30)).map(|b| b as u64);
+        let spill_limit = config.engine.spill_limit.limit().map(|b| b as u64);
         let result_limits = crate::limits::ResultLimits {
             rows: config.engine.max_result_rows,
-            bytes: parse_size(&config.engine.max_result_bytes).ok().flatten().map_or(256 << 20, |b| b as u64),
+            bytes: config.engine.max_result_bytes.limit().map_or(u64::MAX, |b| b as u64),
         };
         SessionBuilder { memory_limit, spill_limit, result_limits, engine, query_timeout, ..SessionBuilder::default() }
     }
