@@ -164,10 +164,11 @@ fn a_mig_profile_price_that_starts_inside_the_window() {
     assert_eq!(cost("a"), serde_json::json!(0.18), "{v}");
     assert_eq!(cost("__unallocated__"), serde_json::json!(0.03), "{v}");
     assert_eq!(v["total"]["cloud_cost"], serde_json::json!(0.21), "{v}");
-    // The `usage` view prices every row through the same rate table, to the 1e-12 USD.
+    // The `usage` view prices every row through the same rate table (each row's cost to 1e-10
+    // USD: DataFusion's decimal division keeps 10 digits before the cast to 12).
     let sql = "SELECT namespace, CAST(SUM(cloud_cost) AS VARCHAR) AS c FROM usage GROUP BY namespace ORDER BY namespace";
     let (_, got) = common::parse_csv(&common::stdout(&common::run_ok(dir.path(), &["query", sql, "--format", "csv"])));
     let usd = |ns: &str| got.iter().find(|r| r[0] == ns).unwrap_or_else(|| panic!("no {ns}: {got:?}"))[1].parse::<f64>().unwrap();
-    assert!((usd("a") - 647_185_714.81 / 3.6e9).abs() < 1e-11, "{got:?}");
-    assert!((usd("__unallocated__") - 125_828_570.38 / 3.6e9).abs() < 1e-11, "{got:?}");
+    assert!((usd("a") - 647_185_714.81 / 3.6e9).abs() < 3e-10, "{got:?}");
+    assert!((usd("__unallocated__") - 125_828_570.38 / 3.6e9).abs() < 3e-10, "{got:?}");
 }

@@ -135,26 +135,24 @@ impl Report {
         out
     }
 
+    /// RFC 4180 by the csv crate (a field with a comma, quote or line break quoted), rows ended
+    /// by `\n`.
     fn csv(&self) -> String {
-        let quote = |s: String| {
-            if s.contains([',', '"', '\n', '\r']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s
+        let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).flexible(true).from_writer(Vec::new());
+        let written = (|| -> csv::Result<()> {
+            w.write_record(&self.columns)?;
+            for row in &self.rows {
+                w.write_record(row.iter().map(Cell::text))?;
             }
-        };
-        let mut out = self.columns.iter().cloned().map(quote).collect::<Vec<_>>().join(",");
-        out.push('\n');
-        for row in &self.rows {
-            out.push_str(&row.iter().map(|c| quote(c.text())).collect::<Vec<_>>().join(","));
-            out.push('\n');
-        }
-        // Where a person opens the file (a spreadsheet) the mark is its last row.
-        if let Some(reason) = self.incomplete() {
-            out.push_str(&quote(format!("{DATA_INCOMPLETE}: {reason}")));
-            out.push('\n');
-        }
-        out
+            // Where a person opens the file (a spreadsheet) the mark is its last row.
+            if let Some(reason) = self.incomplete() {
+                w.write_record([format!("{DATA_INCOMPLETE}: {reason}")])?;
+            }
+            w.flush()?;
+            Ok(())
+        })();
+        written.expect("CSV into memory");
+        String::from_utf8(w.into_inner().expect("CSV into memory")).expect("CSV of UTF-8 text is UTF-8")
     }
 
     fn json(&self) -> String {
