@@ -125,6 +125,7 @@ impl Default for PowerPricing {
             carbon_g_per_kwh: None,
             timezone: "UTC".into(),
             tariff: Vec::new(),
+            resolved: ResolvedTariff::default(),
         }
     }
 }

@@ -33,11 +33,11 @@ impl Config {
 
     /// Parses and validates TOML text; `origin` names the source in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Config> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: origin.to_string(),
             message: e.to_string().trim().replace('\n', " "),
         })?;
-        config.validate(origin)?;
+        config.pricing.power.resolved = config.validate(origin)?;
         Ok(config)
     }
 }

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::domain::dcgm_field::Field;
 pub use crate::domain::size::MemorySize;
+use crate::domain::tariff_time::TimeBand;
 
 /// Which cost `total_cost` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -330,6 +331,24 @@ pub struct PowerPricing {
     /// Time-of-use bands; the rows with the latest `effective_from` on or before an instant
     /// form the tariff then, and the first band matching the local hour and weekday wins.
     pub tariff: Vec<TariffBand>,
+    /// `timezone` and `tariff` as typed values, resolved once when the config is loaded (every
+    /// error naming its key); what the pricing reads.
+    #[serde(skip)]
+    pub resolved: ResolvedTariff,
+}
+
+/// The tariff's time zone and bands, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedTariff {
+    pub timezone: chrono_tz::Tz,
+    /// In config order.
+    pub bands: Vec<TimeBand>,
+}
+
+impl Default for ResolvedTariff {
+    fn default() -> Self {
+        ResolvedTariff { timezone: chrono_tz::UTC, bands: Vec::new() }
+    }
 }
 
 /// One time-of-use band: `hours = "22:00-06:00"` (local, may wrap midnight), on `days`.

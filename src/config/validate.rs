@@ -1,5 +1,6 @@
 //! Every rule a loaded config must meet, each error naming its key.
 
+use super::types::ResolvedTariff;
 use super::{Config, ConfigError, Result, SpreadPolicy};
 use crate::domain::tariff_time::{first_overlap, parse_days, parse_hours, parse_timezone, TimeBand};
 
@@ -18,7 +19,9 @@ pub fn check_prometheus_url(url: &str) -> std::result::Result<(), String> {
 }
 
 impl Config {
-    pub(super) fn validate(&self, origin: &str) -> Result<()> {
+    /// Checks every rule; returns the tariff resolved into typed values (the one thing here
+    /// that is parsed from text), for the loaded config to keep.
+    pub(super) fn validate(&self, origin: &str) -> Result<ResolvedTariff> {
         let invalid = |key: &str, message: String| ConfigError::Invalid {
             path: origin.to_string(),
             key: key.to_string(),
@@ -97,7 +100,7 @@ impl Config {
                 return Err(invalid("pricing.power.carbon_g_per_kwh", format!("must be a number >= 0, got {c}")));
             }
         }
-        parse_timezone(&p.timezone).map_err(|m| invalid("pricing.power.timezone", m))?;
+        let timezone = parse_timezone(&p.timezone).map_err(|m| invalid("pricing.power.timezone", m))?;
         let mut bands = Vec::with_capacity(p.tariff.len());
         for (i, band) in p.tariff.iter().enumerate() {
             let key = format!("pricing.power.tariff[{i}]");
@@ -152,6 +155,6 @@ impl Config {
         if self.engine.max_result_rows == 0 {
             return Err(invalid("engine.max_result_rows", "must be at least 1".into()));
         }
-        Ok(())
+        Ok(ResolvedTariff { timezone, bands })
     }
 }

@@ -60,16 +60,17 @@ impl Default for SessionBuilder {
 }
 
 impl SessionBuilder {
+    /// The config's limits and time-out; the engine is the caller's to set (`engine`), parsed
+    /// from `engine.url` or `--engine` where a bad URL is a usage error, never a fallback.
     pub fn from_config(config: &Config) -> Self {
         let memory_limit = config.engine.memory_limit.limit();
-        let engine = config.engine.url.as_deref().map(Engine::parse).transpose().ok().flatten().unwrap_or_default();
         let query_timeout = Some(config.engine.query_timeout_secs).filter(|s| *s > 0).map(Duration::from_secs);
         let spill_limit = config.engine.spill_limit.limit().map(|b| b as u64);
         let result_limits = crate::limits::ResultLimits {
             rows: config.engine.max_result_rows,
             bytes: config.engine.max_result_bytes.limit().map_or(u64::MAX, |b| b as u64),
         };
-        SessionBuilder { memory_limit, spill_limit, result_limits, engine, query_timeout, ..SessionBuilder::default() }
+        SessionBuilder { memory_limit, spill_limit, result_limits, query_timeout, ..SessionBuilder::default() }
     }
 
     /// Where the SQL runs (`distributed`).

@@ -21,8 +21,6 @@ type Result<T, E = PricingError> = std::result::Result<T, E>;
 pub enum PricingError {
     #[error("price table {table}: {source}")]
     Table { table: &'static str, source: arrow::error::ArrowError },
-    #[error("{0}")]
-    Tariff(String),
 }
 
 fn table_error(table: &'static str) -> impl FnOnce(arrow::error::ArrowError) -> PricingError {
@@ -232,7 +230,7 @@ fn tariff_tables(config: &Config, days: Option<(NaiveDate, NaiveDate)>) -> Resul
     let bands = batch;
 
     // The resolved grid over the days the lake holds GPU samples for.
-    let tariff = Tariff::from_config(p).map_err(PricingError::Tariff)?;
+    let tariff = Tariff::from_config(p);
     let grid = match days {
         Some((first, last)) => tariff.grid(day_ms(first), day_ms(last) + 86_400_000),
         None => Vec::new(),

@@ -5,8 +5,8 @@
 use chrono::{DateTime, Datelike, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 
-use crate::config::{PowerPricing, TariffBand};
-use crate::domain::tariff_time::{parse_timezone, TimeBand};
+use crate::config::PowerPricing;
+use crate::domain::tariff_time::TimeBand;
 use crate::domain::units::BUCKET_MS;
 
 /// The rate in force at an instant.
@@ -26,11 +26,11 @@ pub struct Tariff {
 }
 
 impl Tariff {
-    pub fn from_config(p: &PowerPricing) -> Result<Tariff, String> {
-        let tz = parse_timezone(&p.timezone)?;
-        let mut bands = p.tariff.iter().map(band).collect::<Result<Vec<_>, _>>()?;
+    /// The loaded config's tariff (resolved into typed values when it was loaded).
+    pub fn from_config(p: &PowerPricing) -> Tariff {
+        let mut bands = p.resolved.bands.clone();
         bands.sort_by_key(|b| b.effective_from); // stable: config order within a date
-        Ok(Tariff { tz, flat: p.price_per_kwh, bands })
+        Tariff { tz: p.resolved.timezone, flat: p.price_per_kwh, bands }
     }
 
     /// The band set with the latest effective date (local) on or before `t`; the first band
@@ -58,15 +58,22 @@ impl Tariff {
     }
 }
 
-fn band(b: &TariffBand) -> Result<TimeBand, String> {
-    TimeBand::parse(&b.name, b.price_per_kwh, &b.hours, &b.days, b.effective_from)
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TariffBand;
 
     fn power(tz: &str, bands: &[(&str, f64, &str, &[&str], &str)]) -> PowerPricing {
+        let mut p = raw_power(tz, bands);
+        p.resolved = crate::config::ResolvedTariff {
+            timezone: crate::domain::tariff_time::parse_timezone(tz).unwrap(),
+            bands: p.tariff.iter().map(|b| TimeBand::parse(&b.name, b.price_per_kwh, &b.hours, &b.days, b.effective_from).unwrap()).collect(),
+        };
+        p
+    }
+
+    fn raw_power(tz: &str, bands: &[(&str, f64, &str, &[&str], &str)]) -> PowerPricing {
         PowerPricing {
             timezone: tz.into(),
             tariff: bands
@@ -90,7 +97,7 @@ mod tests {
     #[test]
     fn night_band_in_local_time_with_dst() {
         let all = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
-        let t = Tariff::from_config(&power("Europe/Berlin", &[("night", 0.08, "22:00-06:00", &all, "2026-10-15"), ("day", 0.15, "06:00-22:00", &all, "2026-10-15")])).unwrap();
+        let t = Tariff::from_config(&power("Europe/Berlin", &[("night", 0.08, "22:00-06:00", &all, "2026-10-15"), ("day", 0.15, "06:00-22:00", &all, "2026-10-15")]));
         // Before the tariff starts: the flat rate.
         assert_eq!(t.rate_at(at("2026-10-14T21:00:00Z")).band, "flat"); // 23:00 local, Oct 14
         // 2026-10-20 is CEST (UTC+2): 20:00Z is 22:00 local, night; 19:45Z is day.
@@ -107,7 +114,7 @@ mod tests {
 
     #[test]
     fn weekend_band_and_grid() {
-        let t = Tariff::from_config(&power("UTC", &[("weekend", 0.05, "00:00-24:00", &["sat", "sun"], "2026-01-01")])).unwrap();
+        let t = Tariff::from_config(&power("UTC", &[("weekend", 0.05, "00:00-24:00", &["sat", "sun"], "2026-01-01")]));
         // 2026-10-03 is a Saturday.
         assert_eq!(t.rate_at(at("2026-10-03T12:00:00Z")).price_per_kwh, 0.05);
         assert_eq!(t.rate_at(at("2026-10-02T23:45:00Z")).price_per_kwh, 0.12);
