@@ -138,9 +138,19 @@ const STANDALONE_TASK_SLOTS: usize = 16;
 #[cfg(feature = "ballista")]
 const ADAPTIVE_PLANNER: &str = "ballista.planner.adaptive.enabled";
 
+/// Why the session could not reach its Ballista cluster.
+#[cfg(feature = "ballista")]
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("starting the in-process Ballista cluster: {0}")]
+    Standalone(#[source] datafusion::error::DataFusionError),
+    #[error("connecting to the Ballista scheduler at {addr}: {source}")]
+    Remote { addr: String, source: datafusion::error::DataFusionError },
+}
+
 /// `ctx` upgraded to run its SQL on the Ballista cluster `engine` names.
 #[cfg(feature = "ballista")]
-pub async fn connect(ctx: datafusion::prelude::SessionContext, engine: &Engine) -> Result<datafusion::prelude::SessionContext, String> {
+pub async fn connect(ctx: datafusion::prelude::SessionContext, engine: &Engine) -> Result<datafusion::prelude::SessionContext, ConnectError> {
     use ballista::prelude::SessionContextExt;
     use datafusion::prelude::SessionContext;
     let state = ctx.state();
@@ -151,10 +161,8 @@ pub async fn connect(ctx: datafusion::prelude::SessionContext, engine: &Engine) 
     let state = datafusion::execution::SessionStateBuilder::new_from_existing(state).with_config(config).build();
     match engine {
         Engine::Local => Ok(ctx),
-        Engine::Standalone => SessionContext::standalone_with_state(state).await.map_err(|e| format!("starting the in-process Ballista cluster: {e}")),
-        Engine::Remote(addr) => {
-            SessionContext::remote_with_state(&format!("df://{addr}"), state).await.map_err(|e| format!("connecting to the Ballista scheduler at {addr}: {e}"))
-        }
+        Engine::Standalone => SessionContext::standalone_with_state(state).await.map_err(ConnectError::Standalone),
+        Engine::Remote(addr) => SessionContext::remote_with_state(&format!("df://{addr}"), state).await.map_err(|source| ConnectError::Remote { addr: addr.clone(), source }),
     }
 }
 

@@ -22,5 +22,6 @@ pub mod pricing;
 pub mod progress;
 pub mod queries;
 pub mod redact;
+pub mod render;
 pub mod report;
 pub mod simulate;

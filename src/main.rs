@@ -12,7 +12,7 @@ fn main() -> ExitCode {
             if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", gpuledger::commands::one_line(&e));
             gpuledger::exit::exit_code(gpuledger::commands::exit_code_for(&e))
         }
     }

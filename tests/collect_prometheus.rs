@@ -5,6 +5,7 @@
 //! `query_range`, and Prometheus stopped mid-run.
 
 mod common;
+use common::JsonNumber;
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -152,19 +153,19 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// GPU-hours and energy (the `__unallocated__` row's too) are within 0.5% of the ledger's.
 fn agrees_with_ledger(report: &Value, ledger: &Value) {
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(report["conservation"]["cluster_gpu_us"].as_f64().unwrap(), ledger["cluster_gpu_seconds"].as_f64().unwrap() * 1e6, "every GPU-step collected once");
-    let energy: f64 = rows.iter().map(|r| r["energy_kwh"].as_f64().unwrap()).sum();
-    let want = ledger["cluster_energy_j"].as_f64().unwrap() / 3.6e6;
+    assert_eq!(report["conservation"]["cluster_gpu_us"].number().unwrap(), ledger["cluster_gpu_seconds"].number().unwrap() * 1e6, "every GPU-step collected once");
+    let energy: f64 = rows.iter().map(|r| r["energy_kwh"].number().unwrap()).sum();
+    let want = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
     eprintln!("pool energy: {energy:.4} kWh vs ledger {want:.4}");
     assert!((energy - want).abs() <= want * 0.005, "pool energy {energy} kWh vs ledger {want}");
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
-        if truth["gpu_seconds"].as_f64().unwrap() == 0.0 {
+        if truth["gpu_seconds"].number().unwrap() == 0.0 {
             assert!(rows.iter().all(|r| r["namespace"] != ns.as_str()), "{ns} held no GPU but has a row");
             continue;
         }
         let row = rows.iter().find(|r| r["namespace"] == ns.as_str()).unwrap_or_else(|| panic!("no row for {ns}"));
         for (got_k, want_k) in [("gpu_hours", "gpu_hours"), ("energy_kwh", "energy_kwh")] {
-            let (got, want) = (row[got_k].as_f64().unwrap(), truth[want_k].as_f64().unwrap());
+            let (got, want) = (row[got_k].number().unwrap(), truth[want_k].number().unwrap());
             eprintln!("{ns:>16} {got_k}: {got:.4} vs ledger {want:.4}");
             assert!((got - want).abs() <= want.abs() * 0.005 + 1e-3, "{ns} {got_k}: collected {got} vs ledger {want}");
         }
@@ -234,16 +235,16 @@ fn real_utilisation_scraped_every_15_s() {
     let rows = report["rows"].as_array().unwrap();
     let mut idle_total = 0.0;
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
-        if ns == "__unallocated__" || truth["gpu_seconds"].as_f64().unwrap() == 0.0 {
+        if ns == "__unallocated__" || truth["gpu_seconds"].number().unwrap() == 0.0 {
             continue;
         }
         let row = rows.iter().find(|r| r["namespace"] == ns.as_str()).unwrap();
-        let (got, want) = (row["avg_util_pct"].as_f64().unwrap(), truth["avg_util_pct"].as_f64().unwrap());
+        let (got, want) = (row["avg_util_pct"].number().unwrap(), truth["avg_util_pct"].number().unwrap());
         eprintln!("{ns:>16} avg_util_pct: {got:.2} vs ledger {want:.4}");
         // The report rounds to hundredths of a percent.
         assert!((got - want).abs() <= want * 0.005 + 0.005, "{ns} utilisation {got}% vs ledger {want}%");
-        let got = by_ns["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == ns.as_str()).map_or(0.0, |r| r["idle_gpu_hours"].as_f64().unwrap());
-        let want = truth["idle_gpu_hours"].as_f64().unwrap();
+        let got = by_ns["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == ns.as_str()).map_or(0.0, |r| r["idle_gpu_hours"].number().unwrap());
+        let want = truth["idle_gpu_hours"].number().unwrap();
         idle_total += want;
         eprintln!("{ns:>16} idle_gpu_hours: {got:.4} vs ledger {want:.4}");
         assert!((got - want).abs() <= want * 0.01 + 1e-3, "{ns} idle {got} GPU-h vs ledger {want}");
@@ -289,18 +290,18 @@ fn replicas_relabelling_and_exporter_outages() {
     assert!(mark.starts_with("dcgm 98.") && !mark.contains("kube"), "{mark}");
     let rows = report["rows"].as_array().unwrap();
     // The pool, exactly: measured rows plus __unmeasured__.
-    assert_eq!(report["conservation"]["cluster_gpu_us"].as_f64().unwrap(), ledger["cluster_gpu_seconds"].as_f64().unwrap() * 1e6, "every GPU-step of the pool once");
-    let energy: f64 = rows.iter().map(|r| r["energy_kwh"].as_f64().unwrap()).sum();
-    let want = ledger["cluster_energy_j"].as_f64().unwrap() / 3.6e6;
+    assert_eq!(report["conservation"]["cluster_gpu_us"].number().unwrap(), ledger["cluster_gpu_seconds"].number().unwrap() * 1e6, "every GPU-step of the pool once");
+    let energy: f64 = rows.iter().map(|r| r["energy_kwh"].number().unwrap()).sum();
+    let want = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
     assert!((energy - want).abs() <= want * 0.005, "pool energy {energy} kWh vs ledger {want}: the counters span the outages");
     // __unmeasured__: what no pod held inside each outage, less the lookback (300 s), give or
     // take two scrapes; the GPUs pods held there are theirs again, request-based.
     let row = |ns: &str| rows.iter().find(|r| r["namespace"] == ns);
-    let unmeasured = row("__unmeasured__").expect("an __unmeasured__ row")["gpu_hours"].as_f64().unwrap();
+    let unmeasured = row("__unmeasured__").expect("an __unmeasured__ row")["gpu_hours"].number().unwrap();
     let (mut lo, mut hi) = (0.0, 0.0);
     for o in outages {
-        let held: f64 = o["namespaces_gpu_seconds"].as_object().unwrap().iter().filter(|(ns, _)| *ns != "__unallocated__").map(|(_, v)| v.as_f64().unwrap()).sum();
-        let free_gpus = (o["pool_gpu_seconds"].as_f64().unwrap() - held) / 1200.0;
+        let held: f64 = o["namespaces_gpu_seconds"].as_object().unwrap().iter().filter(|(ns, _)| *ns != "__unallocated__").map(|(_, v)| v.number().unwrap()).sum();
+        let free_gpus = (o["pool_gpu_seconds"].number().unwrap() - held) / 1200.0;
         lo += free_gpus * (1200.0 - 300.0 - 60.0) / 3600.0;
         hi += free_gpus * (1200.0 - 300.0 + 2.0 * 60.0) / 3600.0;
     }
@@ -308,10 +309,10 @@ fn replicas_relabelling_and_exporter_outages() {
     assert!(unmeasured >= lo && unmeasured <= hi, "__unmeasured__ {unmeasured} GPU-h not within {lo}..{hi}");
     let mut request_based = 0.0;
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
-        let want = truth["gpu_hours"].as_f64().unwrap();
-        let got = row(ns).map_or(0.0, |r| r["gpu_hours"].as_f64().unwrap());
-        let hidden: f64 = outages.iter().map(|o| o["namespaces_gpu_seconds"][ns].as_f64().unwrap_or(0.0) / 3600.0).sum();
-        let filled = row(ns).map_or(0.0, |r| r["request_based_gpu_hours"].as_f64().unwrap());
+        let want = truth["gpu_hours"].number().unwrap();
+        let got = row(ns).map_or(0.0, |r| r["gpu_hours"].number().unwrap());
+        let hidden: f64 = outages.iter().map(|o| o["namespaces_gpu_seconds"][ns].number().unwrap_or(0.0) / 3600.0).sum();
+        let filled = row(ns).map_or(0.0, |r| r["request_based_gpu_hours"].number().unwrap());
         eprintln!("{ns:>16} gpu_hours: {got:.4} vs ledger {want:.4} (held {hidden:.4} inside outages, {filled:.4} request-based)");
         if ns == "__unallocated__" {
             // Idle GPUs inside an outage are unmeasured, not unallocated: nothing says no pod held them.
@@ -428,7 +429,7 @@ fn collect_from_a_real_prometheus() {
         w.sort_by(f64::total_cmp);
         assert_eq!(w.len() as u64, truth["pods_started"].as_u64().unwrap(), "{ns}: pods started in the window");
         for (p, key) in [(0.5, "wait_p50_s"), (0.95, "wait_p95_s"), (1.0, "wait_max_s")] {
-            let (got, want) = (percentile(&w, p), truth[key].as_f64().unwrap());
+            let (got, want) = (percentile(&w, p), truth[key].number().unwrap());
             assert!((got - want).abs() <= want * 0.005 + 1e-9, "{ns} {key}: {got} vs ledger {want}");
         }
     }
@@ -672,22 +673,22 @@ fn clusters_sharing_one_prometheus() {
     }
     // Both at once: the pools add up, and a namespace of both clusters is two rows.
     let both = report(&[]);
-    let pool: f64 = ledgers.values().map(|l| l["cluster_gpu_seconds"].as_f64().unwrap()).sum();
-    assert_eq!(both["conservation"]["cluster_gpu_us"].as_f64().unwrap(), pool * 1e6, "both pools, every GPU-step once");
+    let pool: f64 = ledgers.values().map(|l| l["cluster_gpu_seconds"].number().unwrap()).sum();
+    assert_eq!(both["conservation"]["cluster_gpu_us"].number().unwrap(), pool * 1e6, "both pools, every GPU-step once");
     let rows = both["rows"].as_array().unwrap();
-    let hours: f64 = rows.iter().map(|r| r["gpu_hours"].as_f64().unwrap()).sum();
+    let hours: f64 = rows.iter().map(|r| r["gpu_hours"].number().unwrap()).sum();
     assert!((hours - pool / 3600.0).abs() < 0.01, "the rows add up to both pools: {hours} vs {}", pool / 3600.0);
     let mut shared = 0;
     for (ns, truth) in ledgers["east"]["namespaces"].as_object().unwrap() {
-        let west = ledgers["west"]["namespaces"][ns]["gpu_hours"].as_f64().unwrap_or(0.0);
-        let east = truth["gpu_hours"].as_f64().unwrap();
+        let west = ledgers["west"]["namespaces"][ns]["gpu_hours"].number().unwrap_or(0.0);
+        let east = truth["gpu_hours"].number().unwrap();
         if east == 0.0 || west == 0.0 {
             continue;
         }
         shared += 1;
         for (cluster, want) in [("east", east), ("west", west)] {
             let row = rows.iter().find(|r| r["namespace"] == ns.as_str() && r["cluster"] == cluster).unwrap_or_else(|| panic!("no row for {ns} in {cluster}"));
-            let got = row["gpu_hours"].as_f64().unwrap();
+            let got = row["gpu_hours"].number().unwrap();
             assert!((got - want).abs() <= want * 0.005 + 1e-3, "{ns} in {cluster}: {got} GPU-h vs ledger {want}");
         }
     }
@@ -698,17 +699,17 @@ fn clusters_sharing_one_prometheus() {
     assert_eq!(rows.len(), 2, "{rows:?}");
     for (cluster, ledger) in &ledgers {
         let row = rows.iter().find(|r| r["cluster"] == *cluster).unwrap_or_else(|| panic!("no row for cluster {cluster}"));
-        let want = ledger["cluster_gpu_seconds"].as_f64().unwrap() / 3600.0;
-        assert!((row["gpu_hours"].as_f64().unwrap() - want).abs() < 0.001, "cluster {cluster}: {row} vs pool {want} GPU-h");
+        let want = ledger["cluster_gpu_seconds"].number().unwrap() / 3600.0;
+        assert!((row["gpu_hours"].number().unwrap() - want).abs() < 0.001, "cluster {cluster}: {row} vs pool {want} GPU-h");
     }
     // The idle report of one cluster: only pods of its ledger.
     let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "c.toml", "report", "idle", "--cluster", "east"][..], &window].concat()))).unwrap();
     let idle_hours = |v: &Value| -> f64 {
         let t = v.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
-        t["rows"].as_array().unwrap().iter().map(|r| r["idle_gpu_hours"].as_f64().unwrap()).sum()
+        t["rows"].as_array().unwrap().iter().map(|r| r["idle_gpu_hours"].number().unwrap()).sum()
     };
     let all: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "c.toml", "report", "idle"][..], &window].concat()))).unwrap();
-    let want = |c: &str| ledgers[c]["namespaces"].as_object().unwrap().values().map(|n| n["idle_gpu_hours"].as_f64().unwrap_or(0.0)).sum::<f64>();
+    let want = |c: &str| ledgers[c]["namespaces"].as_object().unwrap().values().map(|n| n["idle_gpu_hours"].number().unwrap_or(0.0)).sum::<f64>();
     let (east, both) = (idle_hours(&idle), idle_hours(&all));
     eprintln!("idle GPU-h: east {east:.3} (ledger {:.3}), both {both:.3} (ledger {:.3})", want("east"), want("east") + want("west"));
     assert!((east - want("east")).abs() <= want("east") * 0.01 + 1e-3, "east's idle GPU-h {east} vs its ledger {}", want("east"));

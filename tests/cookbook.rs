@@ -3,6 +3,7 @@
 //! chargeback report, which are computed independently of the views the cookbook uses.
 
 mod common;
+use common::JsonNumber;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -53,7 +54,7 @@ fn num(row: &BTreeMap<String, String>, k: &str) -> f64 {
 }
 
 fn ledger_ns(ns: &str, k: &str) -> f64 {
-    fixture().ledger["namespaces"][ns][k].as_f64().unwrap_or_else(|| panic!("ledger {ns}.{k}"))
+    fixture().ledger["namespaces"][ns][k].number().unwrap_or_else(|| panic!("ledger {ns}.{k}"))
 }
 
 fn namespaces() -> Vec<String> {
@@ -101,7 +102,7 @@ fn team_cost_matches_the_chargeback_and_the_ledger() {
 #[test]
 fn gpu_hours_by_week_and_unallocated_by_node_add_up_to_the_pool() {
     let f = fixture();
-    let cluster_h = f.ledger["cluster_gpu_seconds"].as_f64().unwrap() / 3600.0;
+    let cluster_h = f.ledger["cluster_gpu_seconds"].number().unwrap() / 3600.0;
     let rows = example("03-gpu-hours-by-model-and-week.sql", &[]);
     close(rows.iter().map(|r| num(r, "gpu_hours")).sum(), cluster_h, 1e-6, "weekly GPU-hours vs the pool");
     let unalloc: f64 = rows.iter().map(|r| num(r, "unallocated_gpu_hours")).sum();
@@ -189,7 +190,7 @@ fn idle_pods_energy_and_inventory() {
     }
 
     let pool = example("12-pool-inventory.sql", &[]);
-    let gpus = fixture().ledger["gpus"].as_f64().unwrap();
+    let gpus = fixture().ledger["gpus"].number().unwrap();
     close(pool.iter().map(|r| num(r, "gpus")).sum(), gpus, 0.0, "GPUs in the pool");
     close(pool.iter().map(|r| num(r, "gpu_equivalents")).sum(), gpus, 1e-9, "MIG instances add up to whole GPUs");
 }

@@ -5,6 +5,7 @@
 //! cost centres; CPU and memory prices; the request-based fallback; the FOCUS export.
 
 mod common;
+use common::JsonNumber;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -112,7 +113,7 @@ fn rows_by(report: &Value, key: &str) -> BTreeMap<String, Value> {
 }
 
 fn num(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+    v.number().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
 /// The tariff, written out here independently of gpuledger's resolver: price per kWh.

@@ -3,6 +3,7 @@
 //! simulator promises (MIG, preemption, OOM kills, zombies, quota queues, reused pod names).
 
 mod common;
+use common::JsonNumber;
 
 use std::path::Path;
 
@@ -31,14 +32,14 @@ fn demo_month_matches_ledger_and_is_reproducible() {
     }
 
     // 64 GPUs x 31 days, exactly, on both sides.
-    let cluster_s = ledger["cluster_gpu_seconds"].as_f64().unwrap();
+    let cluster_s = ledger["cluster_gpu_seconds"].number().unwrap();
     assert_eq!(cluster_s, 64.0 * 31.0 * 86400.0);
     let c = &report["conservation"];
     assert_eq!(c["rows_gpu_us"], c["cluster_gpu_us"], "rows sum to the cluster total");
     assert_eq!(c["rows_energy_mj"], c["cluster_energy_mj"]);
     assert_eq!(c["cluster_gpu_us"].as_i64().unwrap() as f64, cluster_s * 1e6, "no GPU-second lost or doubled");
-    let cluster_j = ledger["cluster_energy_j"].as_f64().unwrap();
-    let lake_j = c["cluster_energy_mj"].as_f64().unwrap() / 1000.0;
+    let cluster_j = ledger["cluster_energy_j"].number().unwrap();
+    let lake_j = c["cluster_energy_mj"].number().unwrap() / 1000.0;
     assert!((lake_j - cluster_j).abs() / cluster_j < 1e-6, "cluster energy {lake_j} J vs ledger {cluster_j} J");
 
     // Each namespace within 0.5% of the ledger for GPU-hours and energy.
@@ -48,10 +49,10 @@ fn demo_month_matches_ledger_and_is_reproducible() {
     let mut worst: f64 = 0.0;
     for (name, truth) in ns {
         let row = rows.iter().find(|r| r["namespace"] == name.as_str()).unwrap_or_else(|| panic!("no row for {name}"));
-        let want_h = truth["gpu_hours"].as_f64().unwrap();
-        let got_h = row["gpu_hours"].as_f64().unwrap();
-        let want_e = truth["energy_kwh"].as_f64().unwrap();
-        let got_e = row["energy_kwh"].as_f64().unwrap();
+        let want_h = truth["gpu_hours"].number().unwrap();
+        let got_h = row["gpu_hours"].number().unwrap();
+        let want_e = truth["energy_kwh"].number().unwrap();
+        let got_e = row["energy_kwh"].number().unwrap();
         assert!(want_h > 100.0, "{name} has a meaningful month ({want_h} GPU-h)");
         let eh = (got_h - want_h).abs() / want_h;
         let ee = (got_e - want_e).abs() / want_e;

@@ -3,6 +3,7 @@
 //! inventory against the simulated cluster itself.
 
 mod common;
+use common::JsonNumber;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -34,7 +35,7 @@ fn report(name: &str) -> Value {
 }
 
 fn num(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+    v.number().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
 fn namespaces() -> Vec<String> {

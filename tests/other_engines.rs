@@ -5,6 +5,7 @@
 //! `python3`; says SKIPPED where there is none, unless `GPULEDGER_REQUIRE_DUCKDB` is set (CI).
 
 mod common;
+use common::JsonNumber;
 
 use std::process::Command;
 
@@ -25,7 +26,7 @@ fn duckdb_python() -> Option<String> {
 }
 
 fn num(v: &Value, key: &str) -> f64 {
-    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+    v[key].number().unwrap_or_else(|| panic!("{key} in {v}"))
 }
 
 #[test]

@@ -303,9 +303,10 @@ fn interactive_prompt_on_a_terminal() {
     let out = child.wait_with_output().unwrap();
     typist.join().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
-    assert!(text.contains("| 42     |"), "multi-line statement ran: {text}");
+    let cell = |v: &str| text.lines().any(|l| l.trim() == v);
+    assert!(cell("42"), "multi-line statement ran: {text}");
     assert!(text.contains("cloud_cost") && text.contains("gpu_hours x the GPU model's price"), "\\d usage describes the view: {text}");
-    assert!(text.contains("| true |"), "\\param bound $ns: {text}");
+    assert!(cell("true"), "\\param bound $ns: {text}");
     assert!(text.contains("DROP TABLE statements are refused"), "{text}");
     let saved = std::fs::read_to_string(&history).unwrap();
     assert!(saved.contains("SELECT 41 + 1") && saved.contains("DROP TABLE pods;"), "history kept: {saved}");

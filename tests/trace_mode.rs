@@ -2,6 +2,7 @@
 //! GPU-hours computed here, straight from the trace's CSV.
 
 mod common;
+use common::JsonNumber;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -44,12 +45,12 @@ fn trace_chargeback_matches_the_trace_csv() {
     let rows = report["rows"].as_array().unwrap();
     let want = reference(&trace, 1.0);
     let total_want: f64 = want.values().sum();
-    let total_got: f64 = rows.iter().filter(|r| r["namespace"] != "__unallocated__").map(|r| r["gpu_hours"].as_f64().unwrap()).sum();
+    let total_got: f64 = rows.iter().filter(|r| r["namespace"] != "__unallocated__").map(|r| r["gpu_hours"].number().unwrap()).sum();
     eprintln!("trace day 1: {} apps, {total_got:.1} GPU-h from the lake vs {total_want:.1} from the CSV", want.len());
     assert!((total_got - total_want).abs() / total_want < 0.001, "total {total_got} vs {total_want}");
     let (mut checked, mut worst) = (0, (0.0f64, String::new()));
     for (app, hours) in &want {
-        let got = rows.iter().find(|r| r["namespace"] == app.as_str()).map(|r| r["gpu_hours"].as_f64().unwrap()).unwrap_or(0.0);
+        let got = rows.iter().find(|r| r["namespace"] == app.as_str()).map(|r| r["gpu_hours"].number().unwrap()).unwrap_or(0.0);
         if *hours >= 24.0 {
             let err = (got - hours).abs() / hours;
             if err > worst.0 {

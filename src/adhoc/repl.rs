@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use datafusion::prelude::SessionContext;
 use rustyline::error::ReadlineError;
 
-use super::{catalog, render_batches};
-use crate::report::Format;
+use super::catalog;
+use crate::render::Format;
 
 const HELP: &str = "\
 Read-only SQL on the lake; end a statement with ';'. Parameters: $name, set with \\param.
@@ -98,10 +98,11 @@ pub async fn interactive(session: &SessionContext, mut format: Format, mut param
         let sql = std::mem::take(&mut buffer);
         let _ = editor.add_history_entry(sql.trim());
         let started = std::time::Instant::now();
-        match super::run(session, &sql, &params).await {
-            Ok(batches) => {
-                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-                out.write_all(&render_batches(&batches, format)?)?;
+        // Rendered whole before it is shown: a query that fails half-way prints only its error.
+        let mut rendered = Vec::new();
+        match super::run_to(session, &sql, &params, format, &mut rendered).await {
+            Ok(rows) => {
+                out.write_all(&rendered)?;
                 writeln!(out, "{rows} row{} in {:.3}s", if rows == 1 { "" } else { "s" }, started.elapsed().as_secs_f64())?;
             }
             Err(e) => writeln!(out, "error: {e}")?,

@@ -19,8 +19,13 @@ pub enum EngineError {
     Register { table: String, source: DataFusionError },
     #[error("query {query}: {source}")]
     Query { query: String, source: DataFusionError },
+    #[error("engine setup: building table {table}: {source}")]
+    ConfigTable { table: &'static str, source: arrow::error::ArrowError },
+    #[error("engine setup: {0} is not registered")]
+    NotRegistered(String),
+    #[cfg(feature = "ballista")]
     #[error("engine setup: {0}")]
-    Setup(String),
+    Ballista(#[from] crate::distributed::ConnectError),
     #[error("engine setup: listing {dir}: {source}")]
     Listing { dir: String, source: std::io::Error },
     #[error("engine setup: {path}: {source}")]
@@ -48,6 +53,4 @@ pub enum EngineError {
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
-fn setup(e: impl std::fmt::Display) -> EngineError {
-    EngineError::Setup(e.to_string())
-}
+

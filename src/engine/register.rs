@@ -12,7 +12,7 @@ use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTable
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 
-use super::{setup, EngineError, Result};
+use super::{EngineError, Result};
 use crate::config::Config;
 use crate::domain::window::day_start_ms as day_ms;
 use crate::lake::schema::{ts_array, ts_field};
@@ -35,7 +35,7 @@ pub(super) fn register_config_tables(ctx: &SessionContext, lake: &Lake, config: 
 pub(super) async fn limit_to_cluster(ctx: &SessionContext, table: Table, cluster: &str) -> Result<()> {
     let (name, all) = (table.name(), format!("{}_all_clusters", table.name()));
     let reg_err = |source| EngineError::Register { table: name.into(), source };
-    let provider = ctx.deregister_table(name).map_err(reg_err)?.ok_or_else(|| setup(format!("{name} is not registered")))?;
+    let provider = ctx.deregister_table(name).map_err(reg_err)?.ok_or_else(|| EngineError::NotRegistered(name.to_string()))?;
     ctx.register_table(all.as_str(), provider).map_err(reg_err)?;
     let quoted = cluster.replace('\'', "''");
     let sql = format!(
@@ -131,7 +131,7 @@ fn register_calendar(ctx: &SessionContext, lake: &Lake) -> Result<()> {
             Arc::new(ts_array(days.iter().map(|d| day_ms(*d) + 86_400_000).collect())),
         ],
     )
-    .map_err(setup)?;
+    .map_err(|source| EngineError::ConfigTable { table: "calendar", source })?;
     register_mem(ctx, "calendar", schema, batch)
 }
 
@@ -149,7 +149,7 @@ fn register_teams(ctx: &SessionContext, config: &Config) -> Result<()> {
             Arc::new(StringArray::from(config.teams.values().map(|t| t.cost_centre().map(str::to_string)).collect::<Vec<_>>())),
         ],
     )
-    .map_err(setup)?;
+    .map_err(|source| EngineError::ConfigTable { table: "teams_config", source })?;
     register_mem(ctx, "teams_config", schema, batch)
 }
 

@@ -100,7 +100,7 @@ impl SessionBuilder {
     pub async fn build(&self, lake: &Lake, config: &Config) -> Result<SessionContext> {
         let ctx = self.session(Some(lake))?;
         #[cfg(feature = "ballista")]
-        let ctx = crate::distributed::connect(ctx, &self.engine).await.map_err(EngineError::Setup)?;
+        let ctx = crate::distributed::connect(ctx, &self.engine).await?;
         for table in Table::ALL {
             register_lake_table(&ctx, lake, table).await?;
             if let Some(cluster) = &self.cluster {

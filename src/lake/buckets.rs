@@ -33,8 +33,10 @@ pub const COLUMNS: [&str; 10] = ["ts", "step_s", "cluster", "node", "gpu_model",
 pub enum BucketError {
     #[error(transparent)]
     Scan(#[from] ScanError),
-    #[error("{path}: column {column}: {detail}")]
-    Column { path: String, column: &'static str, detail: String },
+    #[error("{path}: not in a date=YYYY-MM-DD folder")]
+    NotADay { path: String },
+    #[error("{path}: column {column}: {source}")]
+    Column { path: String, column: &'static str, source: crate::lake::intern::ColumnError },
 }
 
 /// One row per group: the table the chargeback's pricing SQL reads as `gpu_buckets`, and the
@@ -92,11 +94,11 @@ pub struct BucketSums {
 }
 
 fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
-    label_column(b, name).map_err(|detail| BucketError::Column { path: path.display().to_string(), column: name, detail })
+    label_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
 }
 
 fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
-    typed_column(b, name).map_err(|detail| BucketError::Column { path: path.display().to_string(), column: name, detail })
+    typed_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
 }
 
 impl BucketSums {

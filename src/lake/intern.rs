@@ -69,15 +69,26 @@ pub fn row_id(dict: &DictionaryArray<Int32Type>, ids: &[u32], row: usize) -> u32
     }
 }
 
+/// Why a column of a lake batch cannot be read as a pass needs it.
+#[derive(Debug, thiserror::Error)]
+pub enum ColumnError {
+    #[error("missing")]
+    Missing,
+    #[error("unexpected type {0}")]
+    Type(arrow::datatypes::DataType),
+    #[error("cannot be read as labels")]
+    Cast(#[source] arrow::error::ArrowError),
+}
+
 /// Column `name` of `batch` as the lake's label dictionary (cast if stored otherwise).
-pub fn label_column(batch: &RecordBatch, name: &str) -> Result<DictionaryArray<Int32Type>, String> {
-    let c = batch.column_by_name(name).ok_or_else(|| "missing".to_string())?;
-    let c = if c.data_type() == &label_type() { c.clone() } else { arrow::compute::cast(c, &label_type()).map_err(|e| e.to_string())? };
+pub fn label_column(batch: &RecordBatch, name: &str) -> Result<DictionaryArray<Int32Type>, ColumnError> {
+    let c = batch.column_by_name(name).ok_or(ColumnError::Missing)?;
+    let c = if c.data_type() == &label_type() { c.clone() } else { arrow::compute::cast(c, &label_type()).map_err(ColumnError::Cast)? };
     Ok(c.as_dictionary::<Int32Type>().clone())
 }
 
 /// Column `name` of `batch` as the array type `T`.
-pub fn typed_column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-    let c = batch.column_by_name(name).ok_or_else(|| "missing".to_string())?;
-    c.as_any().downcast_ref::<T>().ok_or_else(|| format!("unexpected type {}", c.data_type()))
+pub fn typed_column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, ColumnError> {
+    let c = batch.column_by_name(name).ok_or(ColumnError::Missing)?;
+    c.as_any().downcast_ref::<T>().ok_or_else(|| ColumnError::Type(c.data_type().clone()))
 }

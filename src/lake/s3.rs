@@ -31,6 +31,8 @@ pub enum S3Error {
     Location { url: String, detail: String },
     #[error("lake.s3.credentials_file {path}: {detail}")]
     Credentials { path: PathBuf, detail: String },
+    #[error("lake.s3.credentials_file {path}: {source}")]
+    CredentialsRead { path: PathBuf, source: std::io::Error },
     #[error("lake on {url}: {detail}")]
     Client { url: String, detail: String },
 }
@@ -276,7 +278,7 @@ struct Credentials {
 /// and of a Kubernetes Secret mounted as a file. The values are never logged or printed.
 fn read_credentials(path: &Path, profile: &str) -> Result<Credentials, S3Error> {
     let err = |detail: String| S3Error::Credentials { path: path.to_path_buf(), detail };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let text = std::fs::read_to_string(path).map_err(|source| S3Error::CredentialsRead { path: path.to_path_buf(), source })?;
     let mut section = String::new();
     let (mut key_id, mut secret, mut token) = (None, None, None);
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';')) {

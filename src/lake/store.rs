@@ -34,6 +34,13 @@ pub enum OpenError {
     NoS3(String),
 }
 
+/// A lake location that cannot be opened is a configuration error.
+impl crate::exit::ExitStatus for OpenError {
+    fn exit_code(&self) -> Option<u8> {
+        Some(crate::exit::USAGE)
+    }
+}
+
 /// An open lake file for the Parquet readers: a local file, or an object's bytes.
 pub enum LakeFile {
     Local(File),

@@ -33,12 +33,16 @@ pub enum ReportError {
     IdleScan(#[from] crate::lake::passes::idle_runs::IdleScanError),
     #[error("report {report}: {pass} stopped: {source}")]
     PassStopped { report: &'static str, pass: &'static str, source: tokio::task::JoinError },
+    #[error("report {report}: {source}")]
+    Arrow { report: &'static str, source: arrow::error::ArrowError },
     #[error("report {report}: unexpected result shape: {detail}")]
     Shape { report: &'static str, detail: String },
     #[error("writing {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("rendering {report} as {format}: {detail}")]
-    Render { report: String, format: &'static str, detail: String },
+    #[error("rendering {report} as {format}: {source}")]
+    Render { report: String, format: &'static str, source: crate::render::RenderError },
+    #[error("rendering {report} as parquet: {sections} sections: give -o a folder, each is written as <section>.parquet")]
+    ParquetSections { report: String, sections: usize },
 }
 
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;
@@ -217,11 +221,7 @@ pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
             out
         }
         Format::Parquet => {
-            return Err(ReportError::Render {
-                report: reports[0].name.clone(),
-                format: "parquet",
-                detail: format!("{} sections: give -o a folder, each is written as <section>.parquet", reports.len()),
-            })
+            return Err(ReportError::ParquetSections { report: reports[0].name.clone(), sections: reports.len() })
         }
         _ => parts.join(&b"\n"[..]),
     })

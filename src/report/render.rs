@@ -1,44 +1,15 @@
-//! Renders a `Report` as `table` (tabled), `csv`, `json`, `md` or `parquet`.
+//! A report's model: `Report` (columns, rows of `Cell`s, a total, notes) and its Arrow form,
+//! which the one renderer (`crate::render`) writes in every format.
 
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Decimal128Builder, Int64Builder, RecordBatch, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
-use parquet::arrow::ArrowWriter;
 use serde_json::{Map, Value};
 
+pub use crate::render::Format;
 use crate::domain::money::format_units;
 use super::{ReportError, Result};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Csv,
-    Json,
-    Md,
-    Parquet,
-}
-
-impl Format {
-    pub const FILES: [Format; 4] = [Format::Csv, Format::Json, Format::Md, Format::Parquet];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Table => "table",
-            Format::Csv => "csv",
-            Format::Json => "json",
-            Format::Md => "md",
-            Format::Parquet => "parquet",
-        }
-    }
-
-    pub fn extension(self) -> &'static str {
-        match self {
-            Format::Table => "txt",
-            other => other.name(),
-        }
-    }
-}
 
 /// One value of a report: text, an integer, or an exact decimal (`units` of `10^-decimals`).
 #[derive(Debug, Clone, PartialEq)]
@@ -59,16 +30,6 @@ impl Cell {
             Cell::Int(i) => i.to_string(),
             Cell::Dec { units, decimals } => format_units(*units, *decimals),
             Cell::Time(ms) => super::columns::rfc3339(*ms),
-        }
-    }
-
-    fn json(&self) -> Value {
-        match self {
-            Cell::Null => Value::Null,
-            Cell::Str(s) => Value::String(s.clone()),
-            Cell::Int(i) => Value::from(*i),
-            Cell::Dec { .. } => serde_json::from_str(&self.text()).unwrap_or(Value::Null),
-            Cell::Time(_) => Value::String(self.text()),
         }
     }
 }
@@ -109,153 +70,99 @@ impl Report {
     }
 
     pub fn render(&self, format: Format) -> Result<Vec<u8>> {
-        Ok(match format {
-            Format::Table => self.table().into_bytes(),
-            Format::Csv => self.csv().into_bytes(),
-            Format::Json => self.json().into_bytes(),
-            Format::Md => self.markdown().into_bytes(),
-            Format::Parquet => self.parquet()?,
+        let rows = self.to_batch()?;
+        let frame = self.frame()?;
+        crate::render::render(format, rows.schema(), &[rows], &frame).map_err(|source| ReportError::Render { report: self.name.clone(), format: format.name(), source })
+    }
+
+    /// What the formats show besides the rows: the title, the total row, the notes, the JSON
+    /// document's fields (`report`, `title`, the meta facts), the CSV and Parquet incomplete marks.
+    fn frame(&self) -> Result<crate::render::Frame> {
+        let mut json_fields = vec![("report".to_string(), Value::String(self.name.clone())), ("title".to_string(), Value::String(self.title.clone()))];
+        json_fields.extend(self.meta.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let total = match &self.total {
+            Some(t) => Some(self.batch_of(std::slice::from_ref(t))?),
+            None => None,
+        };
+        Ok(crate::render::Frame {
+            title: Some(self.title.clone()),
+            total,
+            notes: self.notes.clone(),
+            json_fields: Some(json_fields),
+            // Where a person opens the CSV (a spreadsheet) the mark is its last row.
+            csv_last_line: self.incomplete().map(|reason| format!("{DATA_INCOMPLETE}: {reason}")),
+            parquet_metadata: self.incomplete().map(|reason| (format!("gpuledger.{INCOMPLETE_KEY}"), reason.to_string())).into_iter().collect(),
         })
     }
 
-    fn table(&self) -> String {
-        let mut b = tabled::builder::Builder::default();
-        b.push_record(self.columns.clone());
-        for row in self.rows.iter().chain(self.total.iter()) {
-            b.push_record(row.iter().map(Cell::text));
-        }
-        let mut t = b.build();
-        t.with(tabled::settings::Style::psql());
-        t.modify(tabled::settings::object::Columns::new(2..), tabled::settings::Alignment::right());
-        let mut out = format!("{}\n\n{t}\n", self.title);
-        for n in &self.notes {
-            out.push_str(n);
-            out.push('\n');
-        }
-        out
-    }
-
-    /// RFC 4180 by the csv crate (a field with a comma, quote or line break quoted), rows ended
-    /// by `\n`.
-    fn csv(&self) -> String {
-        let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).flexible(true).from_writer(Vec::new());
-        let written = (|| -> csv::Result<()> {
-            w.write_record(&self.columns)?;
-            for row in &self.rows {
-                w.write_record(row.iter().map(Cell::text))?;
-            }
-            // Where a person opens the file (a spreadsheet) the mark is its last row.
-            if let Some(reason) = self.incomplete() {
-                w.write_record([format!("{DATA_INCOMPLETE}: {reason}")])?;
-            }
-            w.flush()?;
-            Ok(())
-        })();
-        written.expect("CSV into memory");
-        String::from_utf8(w.into_inner().expect("CSV into memory")).expect("CSV of UTF-8 text is UTF-8")
-    }
-
-    fn json(&self) -> String {
-        let obj = |row: &Vec<Cell>| -> Value {
-            Value::Object(self.columns.iter().cloned().zip(row.iter().map(Cell::json)).collect())
-        };
-        let mut top = Map::new();
-        top.insert("report".into(), Value::String(self.name.clone()));
-        top.insert("title".into(), Value::String(self.title.clone()));
-        for (k, v) in &self.meta {
-            top.insert(k.clone(), v.clone());
-        }
-        top.insert("rows".into(), Value::Array(self.rows.iter().map(obj).collect()));
-        if let Some(t) = &self.total {
-            top.insert("total".into(), obj(t));
-        }
-        top.insert("notes".into(), Value::Array(self.notes.iter().cloned().map(Value::String).collect()));
-        let mut s = serde_json::to_string_pretty(&Value::Object(top)).expect("json");
-        s.push('\n');
-        s
-    }
-
-    fn markdown(&self) -> String {
-        let mut out = format!("# {}\n\n| {} |\n|", self.title, self.columns.join(" | "));
-        for (i, _) in self.columns.iter().enumerate() {
-            out.push_str(if i < 2 { "---|" } else { "---:|" });
-        }
-        out.push('\n');
-        for row in self.rows.iter().chain(self.total.iter()) {
-            out.push_str(&format!("| {} |\n", row.iter().map(|c| c.text().replace('|', "\\|")).collect::<Vec<_>>().join(" | ")));
-        }
-        out.push('\n');
-        for n in &self.notes {
-            out.push_str(&format!("{n}\n\n"));
-        }
-        out
-    }
-
-    /// The rows as an Arrow batch: text as Utf8, integers as Int64, decimals as DECIMAL.
+    /// The rows as an Arrow batch: text as Utf8, integers as Int64, decimals as DECIMAL at their
+    /// scale, instants as UTC timestamps. A column whose cells are not all of one kind (or one
+    /// scale) is text, so that no value is lost.
     pub fn to_batch(&self) -> Result<RecordBatch> {
-        let err = |detail: String| ReportError::Render { report: self.name.clone(), format: "parquet", detail };
+        self.batch_of(&self.rows)
+    }
+
+    fn batch_of(&self, rows: &[Vec<Cell>]) -> Result<RecordBatch> {
         let mut fields = Vec::new();
         let mut arrays: Vec<ArrayRef> = Vec::new();
         for (i, name) in self.columns.iter().enumerate() {
-            let sample = self.rows.iter().map(|r| &r[i]).find(|c| **c != Cell::Null);
-            match sample {
-                Some(Cell::Int(_)) => {
+            let cells = || rows.iter().map(move |r| r.get(i).unwrap_or(&Cell::Null));
+            let kind = column_kind(cells());
+            let (data_type, array): (DataType, ArrayRef) = match kind {
+                ColumnKind::Int => {
                     let mut b = Int64Builder::new();
-                    for r in &self.rows {
-                        match &r[i] {
-                            Cell::Int(v) => b.append_value(*v),
-                            _ => b.append_null(),
-                        }
-                    }
-                    fields.push(Field::new(name, DataType::Int64, true));
-                    arrays.push(Arc::new(b.finish()));
+                    cells().for_each(|c| b.append_option(if let Cell::Int(v) = c { Some(*v) } else { None }));
+                    (DataType::Int64, Arc::new(b.finish()))
                 }
-                Some(Cell::Time(_)) => {
-                    let values: Vec<Option<i64>> = self.rows.iter().map(|r| if let Cell::Time(ms) = r[i] { Some(ms) } else { None }).collect();
-                    fields.push(Field::new(name, DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, Some("UTC".into())), true));
-                    arrays.push(Arc::new(arrow::array::TimestampMillisecondArray::from(values).with_timezone("UTC")));
+                ColumnKind::Time => {
+                    let values: Vec<Option<i64>> = cells().map(|c| if let Cell::Time(ms) = c { Some(*ms) } else { None }).collect();
+                    (DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, Some("UTC".into())), Arc::new(arrow::array::TimestampMillisecondArray::from(values).with_timezone("UTC")))
                 }
-                Some(Cell::Dec { decimals, .. }) => {
-                    let d = *decimals;
+                ColumnKind::Dec(scale) => {
                     let mut b = Decimal128Builder::new();
-                    for r in &self.rows {
-                        match &r[i] {
-                            Cell::Dec { units, .. } => b.append_value(*units),
-                            _ => b.append_null(),
-                        }
-                    }
-                    let arr = b.finish().with_precision_and_scale(38, d as i8).map_err(|e| err(e.to_string()))?;
-                    fields.push(Field::new(name, DataType::Decimal128(38, d as i8), true));
-                    arrays.push(Arc::new(arr));
+                    cells().for_each(|c| b.append_option(if let Cell::Dec { units, .. } = c { Some(*units) } else { None }));
+                    let dt = DataType::Decimal128(38, scale as i8);
+                    let arr = b.finish().with_data_type(dt.clone());
+                    (dt, Arc::new(arr))
                 }
-                _ => {
+                ColumnKind::Text => {
                     let mut b = StringBuilder::new();
-                    for r in &self.rows {
-                        match &r[i] {
-                            Cell::Null => b.append_null(),
-                            c => b.append_value(c.text()),
-                        }
-                    }
-                    fields.push(Field::new(name, DataType::Utf8, true));
-                    arrays.push(Arc::new(b.finish()));
+                    cells().for_each(|c| if *c == Cell::Null { b.append_null() } else { b.append_value(c.text()) });
+                    (DataType::Utf8, Arc::new(b.finish()))
                 }
-            }
+            };
+            fields.push(Field::new(name, data_type, true));
+            arrays.push(array);
         }
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| err(e.to_string()))
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+            .map_err(|e| ReportError::Render { report: self.name.clone(), format: "arrow", source: crate::render::RenderError::Arrow(e) })
     }
+}
 
-    fn parquet(&self) -> Result<Vec<u8>> {
-        let err = |detail: String| ReportError::Render { report: self.name.clone(), format: "parquet", detail };
-        let batch = self.to_batch()?;
-        let mut props = parquet::file::properties::WriterProperties::builder().set_created_by(format!("gpuledger {}", env!("CARGO_PKG_VERSION")));
-        if let Some(reason) = self.incomplete() {
-            props = props.set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(format!("gpuledger.{INCOMPLETE_KEY}"), reason.to_string())]));
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ColumnKind {
+    Int,
+    Time,
+    Dec(u32),
+    Text,
+}
+
+/// The one Arrow type that holds every cell of a column without loss (NULLs fit any).
+fn column_kind<'c>(cells: impl Iterator<Item = &'c Cell>) -> ColumnKind {
+    let mut kind = None;
+    for c in cells {
+        let k = match c {
+            Cell::Null => continue,
+            Cell::Int(_) => ColumnKind::Int,
+            Cell::Time(_) => ColumnKind::Time,
+            Cell::Dec { decimals, .. } if *decimals <= 38 => ColumnKind::Dec(*decimals),
+            Cell::Dec { .. } | Cell::Str(_) => ColumnKind::Text,
+        };
+        match kind {
+            None => kind = Some(k),
+            Some(prev) if prev != k => return ColumnKind::Text,
+            _ => {}
         }
-        let props = props.build();
-        let mut buf = Vec::new();
-        let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).map_err(|e| err(e.to_string()))?;
-        w.write(&batch).map_err(|e| err(e.to_string()))?;
-        w.close().map_err(|e| err(e.to_string()))?;
-        Ok(buf)
     }
+    kind.unwrap_or(ColumnKind::Text)
 }

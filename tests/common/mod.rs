@@ -152,3 +152,15 @@ pub fn decode_png(bytes: &[u8]) -> (usize, usize, usize, Vec<u8>) {
 
 #[cfg(feature = "s3")]
 pub mod moto;
+
+/// Reads a number from gpuledger's JSON: integers and floats are JSON numbers, exact decimals
+/// (money, hours, kWh) are JSON strings; the simulator's ledger has plain numbers.
+pub trait JsonNumber {
+    fn number(&self) -> Option<f64>;
+}
+
+impl JsonNumber for serde_json::Value {
+    fn number(&self) -> Option<f64> {
+        self.as_f64().or_else(|| self.as_str().and_then(|s| s.parse().ok()))
+    }
+}

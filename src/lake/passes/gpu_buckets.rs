@@ -48,11 +48,7 @@ pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, 
     // (day, its samples file, the day's part of the window) of days a rollup could answer.
     let mut candidates: Vec<(NaiveDate, PathBuf, i64, i64)> = Vec::new();
     for samples in day_files(lake, Table::GpuSamples, first, last)? {
-        let date = date_of(&samples).ok_or_else(|| BucketError::Column {
-            path: samples.display().to_string(),
-            column: "date",
-            detail: "not in a date=YYYY-MM-DD folder".into(),
-        })?;
+        let date = date_of(&samples).ok_or_else(|| BucketError::NotADay { path: samples.display().to_string() })?;
         let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
         // The day's part of the window; a rollup answers it when both edges fall on bucket edges.
         let (from, to) = (start_ms.max(day_ms), end_ms.min(day_ms + DAY_MS));

@@ -38,8 +38,8 @@ const COLUMNS: [&str; 10] = ["ts", "step_s", "gpu_uuid", "gpu_instance_id", "gpu
 pub enum IdleScanError {
     #[error(transparent)]
     Scan(#[from] ScanError),
-    #[error("{path}: column {column}: {detail}")]
-    Column { path: String, column: &'static str, detail: String },
+    #[error("{path}: column {column}: {source}")]
+    Column { path: String, column: &'static str, source: crate::lake::intern::ColumnError },
     #[error("{path}: rows of GPU {gpu} pod {pod} are not in time order ({later} after {earlier}); gpuledger's writer sorts every day file by node, GPU and time: was this file written by something else?")]
     Unordered { path: String, gpu: String, pod: String, earlier: i64, later: i64 },
 }
@@ -254,10 +254,10 @@ struct Columns<'a> {
 impl<'a> Columns<'a> {
     fn of(b: &'a RecordBatch, path: &str) -> Result<Columns<'a>, IdleScanError> {
         fn typed<'b, T: 'static>(b: &'b RecordBatch, path: &str, name: &'static str) -> Result<&'b T, IdleScanError> {
-            typed_column(b, name).map_err(|detail| IdleScanError::Column { path: path.into(), column: name, detail })
+            typed_column(b, name).map_err(|source| IdleScanError::Column { path: path.into(), column: name, source })
         }
         fn dict(b: &RecordBatch, path: &str, name: &'static str) -> Result<DictionaryArray<Int32Type>, IdleScanError> {
-            label_column(b, name).map_err(|detail| IdleScanError::Column { path: path.into(), column: name, detail })
+            label_column(b, name).map_err(|source| IdleScanError::Column { path: path.into(), column: name, source })
         }
         Ok(Columns {
             ts: typed(b, path, "ts")?,

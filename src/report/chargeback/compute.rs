@@ -194,7 +194,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
 /// The bucket rows of `b` in `cluster` (`--cluster`).
 fn of_cluster(b: &arrow::array::RecordBatch, cluster: &str) -> Result<arrow::array::RecordBatch> {
     let names = arrow::compute::cast(b.column_by_name("cluster").ok_or_else(|| shape("gpu_buckets without cluster"))?, &arrow::datatypes::DataType::Utf8)
-        .map_err(|e| shape(e.to_string()))?;
+        .map_err(|source| ReportError::Arrow { report: "chargeback", source })?;
     let keep: arrow::array::BooleanArray = names.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| shape("cluster as text"))?.iter().map(|n| Some(n == Some(cluster))).collect();
-    arrow::compute::filter_record_batch(b, &keep).map_err(|e| shape(e.to_string()))
+    arrow::compute::filter_record_batch(b, &keep).map_err(|source| ReportError::Arrow { report: "chargeback", source })
 }

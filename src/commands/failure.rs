@@ -1,0 +1,59 @@
+//! How a failure ends the process: its exit code and its one line on stderr.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// The exit code for a failed command: the first error in its chain that has a code of its own
+/// decides it (the table in `exit`).
+///
+/// (See also [`one_line`], the message printed with it.)
+pub fn exit_code_for(error: &anyhow::Error) -> u8 {
+    use crate::exit::ExitStatus;
+    /// The code `cause` says for itself, where it is one of the error types that have one.
+    fn said(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+        macro_rules! first_of {
+            ($($t:ty),*) => {
+                None $(.or_else(|| cause.downcast_ref::<$t>().and_then(ExitStatus::exit_code)))*
+            };
+        }
+        first_of!(
+            crate::exit::IncompleteData,
+            UsageError,
+            crate::config::ConfigError,
+            crate::domain::window::WindowError,
+            crate::adhoc::GuardError,
+            crate::adhoc::AdhocError,
+            crate::collect::state::StateError,
+            crate::collect::CollectError,
+            crate::lake::store::OpenError
+        )
+    }
+    error.chain().find_map(said).unwrap_or(crate::exit::FAILURE)
+}
+
+/// A failure as the one line printed on stderr: the error, then each cause its message does not
+/// already state (most of ours name their source in their own message, anyhow's context does
+/// not), joined by ": ".
+pub fn one_line(error: &anyhow::Error) -> String {
+    let mut line = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_line_states_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(crate::config::ConfigError::Read { path: "x.toml".into(), source: io }).context("loading the config");
+        assert_eq!(super::one_line(&e), "loading the config: reading config x.toml: no such file");
+        let bare = anyhow::Error::new(std::io::Error::other("disk full")).context("writing y");
+        assert_eq!(super::one_line(&bare), "writing y: disk full", "a cause the message does not name is added");
+    }
+}
