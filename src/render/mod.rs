@@ -96,7 +96,7 @@ enum State<'a> {
     Held { format: Format, out: Out<'a>, batches: Vec<RecordBatch> },
     Csv(csv::Writer<Out<'a>>),
     /// A bare array streamed row by row.
-    JsonArray { out: Out<'a>, first: bool },
+    JsonArray { out: Out<'a>, first: bool, keys: Vec<Vec<u8>> },
     /// A document object: its rows are held until `finish` (reports are small).
     JsonDocument { out: Out<'a>, rows: Vec<Vec<Value>> },
     Parquet(Box<ArrowWriter<Out<'a>>>),
@@ -115,7 +115,9 @@ impl<'a> Writer<'a> {
             Format::Json if frame.json_fields.is_some() => State::JsonDocument { out, rows: Vec::new() },
             Format::Json => {
                 out.write_all(b"[")?;
-                State::JsonArray { out, first: true }
+                // Each key once, as JSON text with its colon.
+                let keys = schema.fields().iter().map(|f| serde_json::to_vec(f.name()).map(|mut k| { k.push(b':'); k })).collect::<std::result::Result<_, _>>()?;
+                State::JsonArray { out, first: true, keys }
             }
             Format::Parquet => {
                 let mut props = parquet::file::properties::WriterProperties::builder().set_created_by(format!("gpuledger {}", env!("CARGO_PKG_VERSION")));
@@ -133,19 +135,40 @@ impl<'a> Writer<'a> {
         match &mut self.state {
             State::Held { batches, .. } => batches.push(batch.clone()),
             State::Csv(w) => {
-                for row in cells::text_rows(batch)? {
-                    w.write_record(&row)?;
+                let text = cells::TextColumns::new(batch)?;
+                let mut cell = String::new();
+                for r in 0..batch.num_rows() {
+                    for c in 0..batch.num_columns() {
+                        cell.clear();
+                        text.write(r, c, &mut cell)?;
+                        w.write_field(&cell)?;
+                    }
+                    w.write_record(None::<&[u8]>)?;
                 }
             }
-            State::JsonArray { out, first } => {
-                let names = names(&self.schema);
-                for values in cells::json_rows(batch)? {
+            State::JsonArray { out, first, keys } => {
+                let columns: Vec<cells::JsonColumn> = batch.columns().iter().map(cells::JsonColumn::new).collect::<std::result::Result<_, _>>()?;
+                let (mut buf, mut scratch) = (Vec::with_capacity(64 * 1024), String::new());
+                for r in 0..batch.num_rows() {
                     if !*first {
-                        out.write_all(b",")?;
+                        buf.push(b',');
                     }
                     *first = false;
-                    serde_json::to_writer(&mut **out, &Row { names: &names, values: &values })?;
+                    buf.push(b'{');
+                    for (c, (key, column)) in keys.iter().zip(&columns).enumerate() {
+                        if c > 0 {
+                            buf.push(b',');
+                        }
+                        buf.extend_from_slice(key);
+                        column.write(r, &mut buf, &mut scratch)?;
+                    }
+                    buf.push(b'}');
+                    if buf.len() >= 60 * 1024 {
+                        out.write_all(&buf)?;
+                        buf.clear();
+                    }
                 }
+                out.write_all(&buf)?;
             }
             State::JsonDocument { rows, .. } => rows.extend(cells::json_rows(batch)?),
             State::Parquet(w) => w.write(batch)?,
