@@ -14,11 +14,6 @@ use arrow::error::ArrowError;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use serde_json::Value;
 
-/// Whether a column holds numbers (right-aligned in tables and Markdown).
-pub fn is_numeric(t: &DataType) -> bool {
-    t.is_numeric()
-}
-
 const OPTIONS: FormatOptions<'static> = FormatOptions::new();
 
 /// A batch's columns as text, cell by cell, without a string per cell.
@@ -36,12 +31,6 @@ impl<'a> TextColumns<'a> {
     pub fn write(&self, row: usize, column: usize, out: &mut String) -> Result<(), ArrowError> {
         self.formatters[column].value(row).write(out)
     }
-}
-
-/// Every value of `column` as text; NULL as the empty string.
-pub fn texts(column: &dyn Array) -> Result<Vec<String>, ArrowError> {
-    let f = ArrayFormatter::try_new(column, &OPTIONS)?;
-    (0..column.len()).map(|i| f.value(i).try_to_string()).collect()
 }
 
 /// The rows of `batch` as text, row by row (the forms that hold every row anyway).
@@ -174,12 +163,6 @@ impl std::fmt::Write for Adapter<'_> {
     }
 }
 
-/// Every value of `column` as JSON.
-pub fn json_values(column: &ArrayRef) -> Result<Vec<Value>, ArrowError> {
-    let c = JsonColumn::new(column)?;
-    (0..column.len()).map(|r| c.value(r)).collect()
-}
-
 /// Lists, structs and maps as arrow's JSON writer encodes them (arrays and objects).
 fn nested(column: &ArrayRef) -> Result<Vec<Value>, ArrowError> {
     let field = arrow::datatypes::Field::new("v", column.data_type().clone(), true);
@@ -206,6 +189,16 @@ mod tests {
     use arrow::array::{Decimal128Array, Float64Array, Int64Array, StringArray, TimestampMillisecondArray};
 
     use super::*;
+
+    fn texts(column: &dyn Array) -> Result<Vec<String>, ArrowError> {
+        let f = ArrayFormatter::try_new(column, &OPTIONS)?;
+        (0..column.len()).map(|i| f.value(i).try_to_string()).collect()
+    }
+
+    fn json_values(column: &ArrayRef) -> Result<Vec<Value>, ArrowError> {
+        let c = JsonColumn::new(column)?;
+        (0..column.len()).map(|r| c.value(r)).collect()
+    }
 
     #[test]
     fn text_is_exact_and_null_is_empty() {

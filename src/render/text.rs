@@ -16,7 +16,7 @@ fn body(batches: &[RecordBatch], frame: &Frame) -> Result<Vec<Vec<String>>> {
 }
 
 fn numeric_columns(schema: &SchemaRef) -> Vec<bool> {
-    schema.fields().iter().map(|f| cells::is_numeric(f.data_type())).collect()
+    schema.fields().iter().map(|f| f.data_type().is_numeric()).collect()
 }
 
 pub fn table(schema: &SchemaRef, batches: &[RecordBatch], frame: &Frame) -> Result<String> {
