@@ -53,6 +53,10 @@ pub enum Command {
     Collect(CollectArgs),
     /// Run one report over a window.
     Report(ReportArgs),
+    /// Replay a recorded month under proposed splits of the pool (quotas, nodes, priorities,
+    /// borrowing, time windows) and find a better one: predicted waits, GPU-hours and costs,
+    /// with the baseline's calibration against what was recorded.
+    Plan(PlanArgs),
     /// The cron job: collect, then write every report for a month into <reports_dir>/<month>/.
     #[command(after_help = crate::exit::EXIT_CODES_HELP)]
     Run(RunArgs),
@@ -235,6 +239,31 @@ pub struct ReportArgs {
     /// Key the chargeback and FOCUS rows by namespace (and cluster), team, cost centre or cluster.
     #[arg(long, value_enum, default_value = "namespace")]
     pub by: crate::domain::charge_by::ChargeBy,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub window: WindowArgs,
+    /// A TOML file of scenarios (`[[scenario]]`, and `[goals]` for --optimize); repeatable.
+    /// See docs/planning.md.
+    #[arg(long = "scenario", value_name = "FILE")]
+    pub scenarios: Vec<PathBuf>,
+    /// Search for quotas that meet the goals (the scenario file's [goals], else p95 wait of
+    /// `high` pods under 10 minutes) by repeated replays; the best split is reported as `optimized`.
+    #[arg(long)]
+    pub optimize: bool,
+    /// Most replays the search may run.
+    #[arg(long, default_value_t = 150)]
+    pub max_replays: usize,
+    /// The cluster to plan, where the lake holds several.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write to this file (a folder for parquet: one file per section) instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod exit;
 pub mod lake;
 pub mod limits;
+pub mod plan;
 pub mod pricing;
 pub mod progress;
 pub mod queries;

@@ -26,6 +26,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("quota_use", include_str!("../queries/quota_use.sql")),
     ("quota_limits", include_str!("../queries/quota_limits.sql")),
     ("daily_pool", include_str!("../queries/daily_pool.sql")),
+    ("plan_pods", include_str!("../queries/plan_pods.sql")),
+    ("plan_pool", include_str!("../queries/plan_pool.sql")),
+    ("plan_recorded", include_str!("../queries/plan_recorded.sql")),
+    ("plan_teams", include_str!("../queries/plan_teams.sql")),
 ];
 
 /// The view over each batch of the chargeback's 15-minute sums (`gpu_buckets`), defined when

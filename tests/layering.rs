@@ -14,6 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["pricing", "distributed"],
     &["engine", "collect", "simulate"],
     &["report"],
+    &["plan"],
     &["adhoc", "check", "cronjob"],
     &["cli"],
     &["commands"],

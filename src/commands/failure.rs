@@ -25,7 +25,8 @@ pub fn exit_code_for(error: &anyhow::Error) -> u8 {
             crate::adhoc::AdhocError,
             crate::collect::state::StateError,
             crate::collect::CollectError,
-            crate::lake::store::OpenError
+            crate::lake::store::OpenError,
+            crate::plan::PlanError
         )
     }
     error.chain().find_map(said).unwrap_or(crate::exit::FAILURE)

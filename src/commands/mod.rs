@@ -9,7 +9,7 @@ mod simulate;
 pub use failure::{exit_code_for, one_line};
 use lake_cmds::{check_cmd, collect_cmd, rollup_cmd};
 use query::{query, tables};
-use reports::{report_cmd, run_cmd};
+use reports::{plan_cmd, report_cmd, run_cmd};
 use simulate::{demo, simulate};
 
 use std::io::{IsTerminal, Write};
@@ -22,7 +22,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::adhoc;
 use crate::check;
-use crate::cli::{Cli, CollectArgs, Command, DemoArgs, QueryArgs, ReportArgs, RollupArgs, RunArgs, SimulateArgs, WindowArgs};
+use crate::cli::{Cli, CollectArgs, Command, DemoArgs, PlanArgs, QueryArgs, ReportArgs, RollupArgs, RunArgs, SimulateArgs, WindowArgs};
 use crate::cronjob;
 use crate::exit::{IncompleteData, UsageError};
 use crate::config::Config;
@@ -125,6 +125,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Collect(args) => runtime.block_on(collect_cmd(&ctx, args)),
         Command::Report(args) => runtime.block_on(report_cmd(&ctx, args)),
         Command::Run(args) => runtime.block_on(run_cmd(&ctx, args)),
+        Command::Plan(args) => runtime.block_on(plan_cmd(&ctx, args)),
         Command::Query(args) => runtime.block_on(query(&ctx, args)),
         Command::Tables => runtime.block_on(tables(&ctx)),
         Command::Check => runtime.block_on(check_cmd(&ctx)),

@@ -27,6 +27,25 @@ pub(super) async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     }
 }
 
+pub(super) async fn plan_cmd(ctx: &Context_, args: PlanArgs) -> Result<()> {
+    let window = window_of(&args.window)?;
+    require_lake(&ctx.lake)?;
+    refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;
+    let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
+    let request = crate::plan::Request { cluster: args.cluster, scenario_files: args.scenarios, optimize: args.optimize, max_replays: args.max_replays };
+    let sections = crate::plan::build(&session, &ctx.queries, &ctx.config, &window, &request).await?;
+    match &args.output {
+        Some(dir) if sections.len() > 1 && args.format == report::Format::Parquet => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            for s in &sections {
+                report::write_atomic(&dir.join(format!("{}.{}", s.name, args.format.extension())), &s.render(args.format)?)?;
+            }
+        }
+        _ => emit(&report::render_sections(&sections, args.format)?, args.format, args.output.as_deref())?,
+    }
+    Ok(())
+}
+
 pub(super) async fn run_cmd(ctx: &Context_, args: RunArgs) -> Result<()> {
     let window = Window::month(&args.month, Utc::now())?;
     let mut config = ctx.config.clone();

@@ -25,6 +25,19 @@ impl Default for IdleConfig {
     }
 }
 
+impl Default for PlanConfig {
+    /// The classes of the simulated cluster (`gpuledger demo`): only `high` evicts.
+    fn default() -> Self {
+        let class = |value, preempts| PriorityClassEntry { value, preempts };
+        PlanConfig {
+            priority_classes: [("low", class(0, false)), ("medium", class(100, false)), ("high", class(1000, true))]
+                .into_iter()
+                .map(|(n, c)| (n.to_string(), c))
+                .collect(),
+        }
+    }
+}
+
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig { reports_dir: PathBuf::from("reports"), collect: true, min_completeness_pct: 99.0 }
@@ -170,6 +183,7 @@ impl Default for Config {
             run: RunConfig::default(),
             idle: IdleConfig::default(),
             focus: FocusConfig::default(),
+            plan: PlanConfig::default(),
             quotas: BTreeMap::new(),
             teams: BTreeMap::new(),
             chargeback_by: Default::default(),

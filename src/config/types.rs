@@ -30,6 +30,7 @@ pub struct Config {
     pub run: RunConfig,
     pub idle: IdleConfig,
     pub focus: FocusConfig,
+    pub plan: PlanConfig,
     /// namespace -> GPU quota, for namespaces without a ResourceQuota.
     pub quotas: BTreeMap<String, u32>,
     /// namespace -> team, or `{ team, cost_centre }`; wins over namespace labels.
@@ -139,6 +140,29 @@ pub struct RunConfig {
     /// Exit 3 ("data incomplete") when a source has less than this share of its expected
     /// samples for the month; 0 turns the check off.
     pub min_completeness_pct: f64,
+}
+
+/// `gpuledger plan`: what the lake does not record about the scheduler.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlanConfig {
+    /// PriorityClass name -> its value and preemption policy. Pods of a class not named here
+    /// replay at value 0 without preempting (and the plan report says so).
+    pub priority_classes: BTreeMap<String, PriorityClassEntry>,
+}
+
+/// A PriorityClass: `value`, and `preempts` (`preemptionPolicy: PreemptLowerPriority`, the
+/// Kubernetes default) or not (`Never`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityClassEntry {
+    pub value: i64,
+    #[serde(default = "preempts_by_default")]
+    pub preempts: bool,
+}
+
+fn preempts_by_default() -> bool {
+    true
 }
 
 /// The idle report's thresholds.

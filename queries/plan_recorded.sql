@@ -1,0 +1,27 @@
+-- What a plan's calibration compares the baseline replay with, besides the pods themselves:
+-- per namespace and hour of [$1, $2), the pending GPU demand recorded (GPU-seconds), and the
+-- GPU ResourceQuota (largest hard limit seen, whole GPUs) in rows of hour NULL.
+--   $3, $4  first and last `date` partition; $5 the cluster ('' for a lake of one)
+SELECT
+  CAST(p.namespace AS VARCHAR)                                   AS namespace,
+  CAST(date_trunc('hour', p.ts) AS BIGINT)                       AS hour_ms,
+  SUM(CAST(p.gpu_request AS BIGINT) * CAST(p.step_s AS BIGINT))  AS pending_gpu_s,
+  CAST(NULL AS BIGINT)                                           AS hard
+FROM pending_samples p
+WHERE p.date >= $3 AND p.date <= $4
+  AND p.ts >= $1 AND p.ts < $2
+  AND ($5 = '' OR COALESCE(CAST(p.cluster AS VARCHAR), 'default') = $5)
+GROUP BY 1, 2
+UNION ALL
+SELECT
+  CAST(q.namespace AS VARCHAR)  AS namespace,
+  CAST(NULL AS BIGINT)          AS hour_ms,
+  CAST(NULL AS BIGINT)          AS pending_gpu_s,
+  CAST(MAX(q.hard) AS BIGINT)   AS hard
+FROM quotas q
+WHERE q.date >= $3 AND q.date <= $4
+  AND q.ts >= $1 AND q.ts < $2
+  AND CAST(q.resource AS VARCHAR) LIKE '%nvidia.com/gpu'
+  AND ($5 = '' OR COALESCE(CAST(q.cluster AS VARCHAR), 'default') = $5)
+GROUP BY 1
+ORDER BY 1, 2
