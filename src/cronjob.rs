@@ -139,7 +139,8 @@ pub async fn run(
 
     let ctx = session.build(lake, config).await?;
     let dir = plan.reports_dir.join(plan.window.label());
-    let month = report::write_month(&ctx, queries, config, &plan.window, &dir).await?;
+    let extra = plan_sections(&ctx, queries, config, &plan.window).await?;
+    let month = report::write_month(&ctx, queries, config, &plan.window, &dir, extra).await?;
     let chargeback = month.sections.iter().find(|r| r.name == "chargeback").map(|r| chargeback_line(r, config)).unwrap_or_default();
     // The completeness the reports were marked by (not measured a second time).
     let c = &month.completeness;
@@ -161,6 +162,26 @@ pub async fn run(
         secs: t0.elapsed().as_secs_f64(),
     };
     Ok((outcome, month.incomplete.map(IncompleteData)))
+}
+
+/// The month's plan: the baseline replay and its calibration, and the scenarios of
+/// `plan.scenarios` in the config. A lake with no pool for the month has nothing to replay:
+/// said in the log, and the month's other reports are still written.
+pub async fn plan_sections(
+    ctx: &datafusion::prelude::SessionContext,
+    queries: &Queries,
+    config: &Config,
+    window: &crate::domain::window::Window,
+) -> anyhow::Result<Vec<report::Report>> {
+    let request = crate::plan::Request { scenario_files: config.plan.scenarios.clone(), ..Default::default() };
+    match crate::plan::build(ctx, queries, config, window, &request).await {
+        Ok(sections) => Ok(sections),
+        Err(crate::plan::PlanError::NoPool { window }) => {
+            tracing::warn!("plan {window}: no pool recorded for the month, no plan written");
+            Ok(Vec::new())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("plan")),
+    }
 }
 
 /// `reports_dir` relative to the working directory unless absolute.

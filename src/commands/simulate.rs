@@ -184,7 +184,8 @@ pub(super) async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     let lake = Lake::new(args.out.join("lake"));
     let dir = args.out.join("reports").join(window.label());
     let session = ctx.session.build(&lake, &config).await?;
-    let month = report::write_month(&session, &ctx.queries, &config, &window, &dir).await?;
+    let plan = crate::cronjob::plan_sections(&session, &ctx.queries, &config, &window).await?;
+    let month = report::write_month(&session, &ctx.queries, &config, &window, &dir, plan).await?;
     if let Some(reason) = &month.incomplete {
         tracing::warn!("the demo month's data is incomplete: {reason}");
     }

@@ -34,6 +34,7 @@ impl Default for PlanConfig {
                 .into_iter()
                 .map(|(n, c)| (n.to_string(), c))
                 .collect(),
+            scenarios: Vec::new(),
         }
     }
 }

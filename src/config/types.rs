@@ -149,6 +149,8 @@ pub struct PlanConfig {
     /// PriorityClass name -> its value and preemption policy. Pods of a class not named here
     /// replay at value 0 without preempting (and the plan report says so).
     pub priority_classes: BTreeMap<String, PriorityClassEntry>,
+    /// Scenario files `run` replays each month beside the baseline (docs/planning.md).
+    pub scenarios: Vec<PathBuf>,
 }
 
 /// A PriorityClass: `value`, and `preempts` (`preemptionPolicy: PreemptLowerPriority`, the

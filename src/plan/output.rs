@@ -118,7 +118,7 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
         format!("Plan {label}: each scenario against the baseline"),
         &[
             "scenario", "pool_gpus", "quota_total", "gpu_hours", "allocated_pct", "unallocated_pct", "pending_gpu_hours", "worst_fast_p95_min", "fast_over_goal_min",
-            "mean_p95_min", "preemptions", "cloud_cost", "replay_ms",
+            "mean_p95_min", "preemptions", "cloud_cost",
         ],
     );
     for sc in &plan.scenarios {
@@ -138,7 +138,6 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
             dec(sc_score.mean_p95_min, 1),
             Cell::Int(s.namespaces.iter().map(|n| n.preemptions as i64).sum()),
             dec(s.namespaces.iter().map(|n| n.cost).sum(), 2),
-            dec(sc.replay_ms, 0),
         ]);
     }
     summary.notes.push(format!(

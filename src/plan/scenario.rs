@@ -397,3 +397,74 @@ fn layout_units(s: &mut Setup, gpus: f64, layout: &[String], model: &str) -> Res
     }
     Ok(units)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::{Class, NodeSpec, Setup, UnitGroup};
+    use super::*;
+
+    fn base() -> Setup {
+        let node = |name: &str, model| NodeSpec { name: name.into(), model, units: vec![UnitGroup { resource: 0, count: 8, share: 1.0 }], available_from: 0, available_to: 3_600_000 };
+        Setup {
+            from: 0,
+            to: 3_600_000,
+            step: 30_000,
+            models: vec!["NVIDIA H100 80GB HBM3".into(), "NVIDIA L4".into()],
+            resources: vec!["nvidia.com/gpu".into()],
+            nodes: vec![node("h1", 0), node("h2", 0), node("l1", 1), node("l2", 1)],
+            classes: vec![Class { name: "low".into(), value: 0, preempts: false }],
+            namespaces: vec!["team-a".into(), "team-b".into()],
+            class_override: vec![None, None],
+            quota: vec![Some(8), None],
+            model_quota: vec![vec![None, None], vec![None, None]],
+            shared_quotas: vec![],
+            cohorts: vec![],
+            affinity: vec![vec![true, true], vec![true, true]],
+            windows: vec![None, None],
+            preemption: true,
+        }
+    }
+
+    fn applied(text: &str) -> Result<Setup, ScenarioError> {
+        let file = parse(text, "s.toml")?;
+        let teams = BTreeMap::from([("ads".to_string(), vec![0, 1])]);
+        apply(&base(), &file.scenario[0], 0, &teams, "s.toml")
+    }
+
+    #[test]
+    fn quotas_as_gpus_shares_and_team_quotas() {
+        let s = applied("[[scenario]]\nname = \"x\"\n[scenario.quotas]\nteam-a = \"25%\"\nteam-b = 3\nads = 10\n").unwrap();
+        assert_eq!(s.quota, vec![Some(8), Some(3)], "25% of 32 GPUs");
+        assert_eq!(s.shared_quotas, vec![SharedQuota { name: "ads".into(), members: vec![0, 1], hard: 10 }]);
+    }
+
+    #[test]
+    fn pool_changes() {
+        let s = applied("[[scenario]]\nname = \"x\"\n[[scenario.add_nodes]]\nmodel = \"NVIDIA H100 80GB HBM3\"\ncount = 2\n[[scenario.remove_nodes]]\nmodel = \"NVIDIA L4\"\ncount = 1\n[scenario.quotas]\nteam-a = \"50%\"\n").unwrap();
+        assert_eq!(s.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["h1", "h2", "l1", "planned-1-1", "planned-1-2"]);
+        assert_eq!(pool_gpus(&s), 40.0);
+        assert_eq!(s.quota[0], Some(20), "a share is of the scenario's pool");
+        let m = applied("[[scenario]]\nname = \"x\"\n[[scenario.mig]]\nnodes = [\"h1\"]\nlayout = [\"3g.40gb\", \"4g.40gb\"]\n").unwrap();
+        assert_eq!(m.resources, ["nvidia.com/gpu", "nvidia.com/mig-3g.40gb", "nvidia.com/mig-4g.40gb"]);
+        assert_eq!(m.nodes[0].units.iter().map(|g| (g.resource, g.count)).collect::<Vec<_>>(), [(1, 8), (2, 8)]);
+        assert!((pool_gpus(&m) - 32.0).abs() < 1e-9, "7 of 7 slices per GPU");
+    }
+
+    #[test]
+    fn errors_name_the_scenario_and_the_key() {
+        let e = applied("[[scenario]]\nname = \"x\"\n[scenario.quotas]\nteam-zz = 4\n").unwrap_err().to_string();
+        assert!(e.contains("scenario[0] (x).quotas.team-zz") && e.contains("no namespace or team"), "{e}");
+        let e = applied("[[scenario]]\nname = \"x\"\n[scenario.quotas]\nteam-a = \"lots\"\n").unwrap_err().to_string();
+        assert!(e.contains("quotas.team-a") && e.contains("\"25%\""), "{e}");
+        let e = parse("[[scenario]]\nname = \"x\"\nquotaz = {}\n", "s.toml").unwrap_err().to_string();
+        assert!(e.contains("s.toml") && e.contains("quotaz"), "{e}");
+        let e = applied("[[scenario]]\nname = \"x\"\n[[scenario.mig]]\nnodes = [\"h1\"]\nlayout = [\"4g.40gb\", \"4g.40gb\"]\n").unwrap_err().to_string();
+        assert!(e.contains("mig[0].layout") && e.contains("more than one GPU"), "{e}");
+        let e = applied("[[scenario]]\nname = \"x\"\n[[scenario.windows]]\nnamespace = \"team-b\"\nhours = \"25-7\"\n").unwrap_err().to_string();
+        assert!(e.contains("windows[0].hours"), "{e}");
+        let e = applied("[[scenario]]\nname = \"x\"\n[[scenario.cohorts]]\nname = \"c\"\nmembers = [\"team-a\", \"team-b\"]\n").unwrap_err().to_string();
+        assert!(e.contains("cohorts[0].members") && e.contains("team-b"), "{e}");
+        let e = parse("[[scenario]]\nname = \"baseline\"\n", "s.toml").unwrap_err().to_string();
+        assert!(e.contains("scenario[0].name"), "{e}");
+    }
+}

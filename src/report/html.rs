@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 use super::render::{Cell, Report};
 
 /// (chart, colour): the chargeback bars, the allocated area, the queue line, the hottest
-/// heatmap cell, the quota gauges' p95 bar.
-pub const CHART_COLOURS: [(&str, &str); 5] =
-    [("chargeback", "#1f77b4"), ("pool", "#2ca02c"), ("queue", "#d62728"), ("heatmap", "#08306b"), ("quota", "#9467bd")];
+/// heatmap cell, the quota gauges' p95 bar, the plan's baseline replay line.
+pub const CHART_COLOURS: [(&str, &str); 6] =
+    [("chargeback", "#1f77b4"), ("pool", "#2ca02c"), ("queue", "#d62728"), ("heatmap", "#08306b"), ("quota", "#9467bd"), ("plan", "#e377c2")];
 
 fn colour(chart: &str) -> &'static str {
     CHART_COLOURS.iter().find(|(c, _)| *c == chart).map(|(_, c)| *c).unwrap_or("#777777")
@@ -227,6 +227,54 @@ impl MonthPage<'_> {
         self.sections.iter().find(|r| r.name == name)
     }
 
+    /// The plan's sections, where `run` made them: the pool's allocation by hour as recorded,
+    /// as the baseline replay has it and under each scenario; p95 waits per namespace and
+    /// scenario; the summary and the calibration.
+    fn planning(&self, body: &mut String) {
+        let (Some(hourly), Some(summary)) = (self.section("plan_hourly"), self.section("plan_summary")) else { return };
+        body.push_str("<h2>Planning: the month replayed, baseline and scenarios</h2>");
+        let (scen, hours, pct) = (col(hourly, "scenario"), col(hourly, "hour"), col(hourly, "allocated_pct"));
+        let mut names: Vec<String> = Vec::new();
+        let mut lines: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
+        let mut labels: Vec<String> = Vec::new();
+        for i in 0..scen.len() {
+            let name = scen[i].text();
+            if !names.contains(&name) {
+                names.push(name.clone());
+            }
+            if names.len() == 1 {
+                labels.push(hours[i].text().get(..13).unwrap_or_default().to_string());
+            }
+            lines.entry(name).or_default().push(num(pct[i]));
+        }
+        const OTHERS: [&str; 6] = ["#17becf", "#bcbd22", "#ff7f0e", "#8c564b", "#7f7f7f", "#1f77b4"];
+        let series_lines: Vec<(&str, &str, Vec<f64>, bool)> = names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| {
+                let colour = match n.as_str() {
+                    "recorded" => "#bbbbbb",
+                    "baseline" => colour("plan"),
+                    _ => OTHERS[k % OTHERS.len()],
+                };
+                (n.as_str(), colour, lines[n].clone(), false)
+            })
+            .collect();
+        body.push_str(&series("plan", &labels, &series_lines, "% allocated"));
+        if let Some(plan) = self.section("plan") {
+            let (sc, ns, p95) = (col(plan, "scenario"), col(plan, "namespace"), col(plan, "wait_p95_min"));
+            let items: Vec<(String, f64, String)> = (0..sc.len())
+                .filter(|&i| !matches!(p95[i], Cell::Null))
+                .map(|i| (format!("{} / {}", sc[i].text(), ns[i].text()), num(p95[i]), format!("{} min p95 wait", p95[i].text())))
+                .collect();
+            body.push_str(&bars("plan_waits", &items, "#e377c2"));
+        }
+        body.push_str(&table(summary));
+        if let Some(c) = self.section("plan_calibration") {
+            body.push_str(&table(c));
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut body = String::new();
         let _ = write!(body, "<h1>GPU pool {}: cost, waste and waits</h1>", esc(self.label));
@@ -298,6 +346,7 @@ impl MonthPage<'_> {
             body.push_str(&gauges(q));
             body.push_str(&table(q));
         }
+        self.planning(&mut body);
         for name in ["events", "inventory"] {
             if let Some(r) = self.section(name) {
                 let _ = write!(body, "<h2>{}</h2>", esc(&r.title));

@@ -238,12 +238,14 @@ pub struct Month {
 
 /// Every report of `window` in every format into `dir`, plus the month's page `index.html`,
 /// each marked `DATA INCOMPLETE` where the data falls short of `run.min_completeness_pct`.
+/// `extra`: sections made by a layer above (the plan's calibration), written and drawn too.
 pub async fn write_month(
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
     window: &crate::domain::window::Window,
     dir: &Path,
+    extra: Vec<Report>,
 ) -> std::result::Result<Month, anyhow::Error> {
     use anyhow::Context;
     let mut sections = Vec::new();
@@ -263,6 +265,13 @@ pub async fn write_month(
         }
         tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
         sections.extend(built);
+    }
+    for mut r in extra {
+        if let Some(reason) = &incomplete {
+            r.mark_incomplete(reason);
+        }
+        files.extend(write_all_formats(&r, dir)?);
+        sections.push(r);
     }
     let pool = html::pool_days(session, queries, window).await?;
     let page = html::MonthPage { label: &window.label(), sections: &sections, pool: &pool, incomplete: incomplete.as_deref() }.render();
