@@ -53,9 +53,11 @@ pub enum Command {
     Collect(CollectArgs),
     /// Run one report over a window.
     Report(ReportArgs),
-    /// Replay a recorded month under proposed splits of the pool (quotas, nodes, priorities,
-    /// borrowing, time windows) and find a better one: predicted waits, GPU-hours and costs,
-    /// with the baseline's calibration against what was recorded.
+    /// Replay a recorded month under proposed splits of the pool, and find a better one.
+    ///
+    /// Scenarios change quotas, nodes, MIG layouts, priorities, preemption, borrowing and time
+    /// windows; each gives predicted waits, GPU-hours and costs per namespace beside the
+    /// baseline, whose calibration against what was recorded is stated (docs/planning.md).
     Plan(PlanArgs),
     /// The cron job: collect, then write every report for a month into <reports_dir>/<month>/.
     #[command(after_help = crate::exit::EXIT_CODES_HELP)]

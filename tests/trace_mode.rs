@@ -64,4 +64,28 @@ fn trace_chargeback_matches_the_trace_csv() {
     }
     eprintln!("{checked} apps with at least a GPU-day; worst relative error {:.4}% ({})", worst.0 * 100.0, worst.1);
     assert!(checked >= 20, "enough apps with a full GPU-day to compare: {checked}");
+
+    // `plan` on the trace's day: the baseline replay delivers each app's GPU-hours of the CSV
+    // (every pod runs its recorded time), and binds pods within a tick or two: the pool, sized
+    // to the trace's peak, always has room, and the trace does not record why its pods waited.
+    let out = common::run_ok(dir.path(), &["--lake", "t/lake", "plan", "--from", "2026-10-01", "--to", "2026-10-02", "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cal = doc.as_array().unwrap().iter().find(|s| s["report"] == "plan_calibration").unwrap();
+    eprintln!("trace day 1, plan: {}", cal["notes"][0].as_str().unwrap());
+    let cal_rows = cal["rows"].as_array().unwrap();
+    let (mut replayed_checked, mut rec_p95_max, mut rep_p95_max) = (0, 0.0f64, 0.0f64);
+    for (app, hours) in &want {
+        let Some(r) = cal_rows.iter().find(|r| r["namespace"] == app.as_str()) else { continue };
+        let got = r["gpu_hours_replayed"].number().unwrap();
+        if *hours >= 24.0 {
+            // The report states GPU-hours to 0.1.
+            assert!((got - hours).abs() <= 0.05 + hours * 0.001, "{app}: replayed {got} GPU-h vs {hours} in the trace");
+            replayed_checked += 1;
+        }
+        rec_p95_max = rec_p95_max.max(r["wait_p95_min_recorded"].number().unwrap());
+        rep_p95_max = rep_p95_max.max(r["wait_p95_min_replayed"].number().unwrap());
+    }
+    eprintln!("trace day 1, plan: p95 waits at most {rec_p95_max} min in the trace, {rep_p95_max} min replayed");
+    assert_eq!(replayed_checked, checked);
+    assert!(rep_p95_max <= 1.0, "the replay binds within two ticks on a pool with room: {rep_p95_max} min");
 }

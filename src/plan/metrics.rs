@@ -106,7 +106,9 @@ pub fn summarize(setup: &Setup, pods: &[PodOutcome], pending_gpu_s: &[i64], pend
             s.preemptions += 1;
         }
         let Some(start) = p.started else { continue };
-        let (a, b) = (start.max(from), p.finished.unwrap_or(Ms::MAX).min(to));
+        // Nothing of a pod is known after its node left the pool.
+        let node_end = p.node.and_then(|n| setup.nodes.get(n)).map_or(Ms::MAX, |n| n.available_to);
+        let (a, b) = (start.max(from), p.finished.unwrap_or(Ms::MAX).min(to).min(node_end));
         if a >= b {
             continue;
         }

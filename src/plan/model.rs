@@ -729,6 +729,15 @@ fn replay_ticks(setup: &Setup, jobs: &[Job], skip: bool) -> Outcome {
             changed = true;
         }
         while bi < boundaries.len() && boundaries[bi] <= t {
+            // A node leaving the pool ends the pods on it (nothing was recorded of them after).
+            let b = boundaries[bi];
+            for node in 0..setup.nodes.len() {
+                if setup.nodes[node].available_to == b {
+                    for pod in s.on_node[node].clone() {
+                        s.finish(pod, b);
+                    }
+                }
+            }
             bi += 1;
             changed = true;
             s.epoch += 1;

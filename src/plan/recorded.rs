@@ -113,6 +113,15 @@ pub fn build(input: Inputs<'_>) -> Recorded {
             None => e.1.push(UnitGroup { resource, count, share: r.share }),
         }
     }
+    // The window as far as the lake recorded the pool: a replay does not run past its data.
+    let data_end = by_node.values().map(|e| e.3).max().unwrap_or(to);
+    if data_end < to {
+        notes.push(format!(
+            "the lake's pool ends at {}: the replay covers the window up to there",
+            chrono::DateTime::from_timestamp_millis(data_end).map_or(data_end.to_string(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        ));
+    }
+    let to = to.min(data_end).max(from);
     let nodes: Vec<NodeSpec> = by_node
         .into_iter()
         .map(|(name, (model, units, a, b))| NodeSpec { name, model, units, available_from: a.max(from), available_to: b.min(to).max(a.max(from)) })
@@ -150,18 +159,16 @@ pub fn build(input: Inputs<'_>) -> Recorded {
             any_placed[ns_index[p.namespace.as_str()]] = true;
         }
     }
-    let mut open_affinity = Vec::new();
-    for (i, placed) in any_placed.iter().enumerate() {
-        if !placed {
-            affinity[i] = vec![true; models.len()];
-            if pods.iter().any(|p| p.namespace == namespaces[i] && p.resource == "nvidia.com/gpu") {
-                open_affinity.push(namespaces[i].clone());
-            }
-        }
-    }
+    // A namespace none of whose whole-GPU pods ran in the window was held by something the
+    // lake does not record (a node selector, a toleration, a request no node fits): replayed
+    // as able to run nowhere, unless a scenario names its models (`affinity`).
+    let never_ran: Vec<String> = (0..namespaces.len())
+        .filter(|&i| !any_placed[i] && pods.iter().any(|p| p.namespace == namespaces[i] && p.resource == "nvidia.com/gpu"))
+        .map(|i| namespaces[i].clone())
+        .collect();
     notes.push("node affinity inferred: a namespace's whole-GPU pods may run on the GPU models they ran on in the window".to_string());
-    if !open_affinity.is_empty() {
-        notes.push(format!("no whole-GPU pod of {} ran in the window: any GPU model allowed", open_affinity.join(", ")));
+    if !never_ran.is_empty() {
+        notes.push(format!("no whole-GPU pod of {} ran in the window: replayed as able to run on no GPU model (a scenario's [scenario.affinity] names its models)", never_ran.join(", ")));
     }
 
     // Jobs: a preempted pod and the successor its controller created are one job.

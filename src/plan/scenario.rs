@@ -12,6 +12,8 @@
 //! "NVIDIA H100 80GB HBM3" = 8
 //! [scenario.priority]                    # namespace -> priority class
 //! team-batch = "low"
+//! [scenario.affinity]                    # namespace -> the GPU models it may run on
+//! team-recsys = ["NVIDIA A100-SXM4-80GB"]
 //! [[scenario.add_nodes]]                 # more nodes of a model (GPUs per node as the pool's)
 //! model = "NVIDIA H100 80GB HBM3"
 //! count = 2
@@ -102,6 +104,9 @@ pub struct ScenarioSpec {
     pub model_quotas: BTreeMap<String, BTreeMap<String, Amount>>,
     #[serde(default)]
     pub priority: BTreeMap<String, String>,
+    /// namespace -> the GPU models its whole-GPU pods may run on (instead of the inferred).
+    #[serde(default)]
+    pub affinity: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub add_nodes: Vec<AddNodes>,
     #[serde(default)]
@@ -332,6 +337,15 @@ pub fn apply(base: &Setup, spec: &ScenarioSpec, index: usize, teams: &BTreeMap<S
             err(format!("priority.{ns}"), format!("no priority class {class:?} (known: {}; add it to [plan.priority_classes])", s.classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")))
         })?;
         s.class_override[i] = Some(c);
+    }
+    for (ns, models) in &spec.affinity {
+        let i = ns_of(&s, ns).ok_or_else(|| err(format!("affinity.{ns}"), format!("no namespace {ns:?} in the month")))?;
+        let mut allowed = vec![false; s.models.len()];
+        for model in models {
+            let m = model_of(&s, model).ok_or_else(|| err(format!("affinity.{ns}"), format!("no GPU model {model:?} in the pool ({})", s.models.join(", "))))?;
+            allowed[m] = true;
+        }
+        s.affinity[i] = allowed;
     }
     if let Some(p) = spec.preemption {
         s.preemption = p;
