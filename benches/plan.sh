@@ -13,7 +13,7 @@ GPUS=${BENCH_GPUS:-1024}
 DAYS=${BENCH_DAYS:-30}
 WORK=${BENCH_DIR:-/tmp/gpuledger-bench-plan}
 BIN=target/release/gpuledger
-cargo build --release --locked -q
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --locked -q
 mkdir -p "$WORK"
 LAKE="$WORK/m$GPUS-$DAYS"
 if [ ! -d "$LAKE/lake" ]; then
