@@ -237,7 +237,8 @@ pub fn calibration(plan: &Plan) -> Report {
             Cell::Int(b.preemptions as i64),
         ]);
     }
-    let total = diff_pct(rec.gpu_hours(), base.gpu_hours());
+    // A difference under half a hundredth prints as 0.00, not -0.00.
+    let total = diff_pct(rec.gpu_hours(), base.gpu_hours()).map(|d| if d.abs() < 0.005 { 0.0 } else { d });
     r.total = Some(vec![
         Cell::Str("total".into()),
         dec(rec.gpu_hours(), 1),
