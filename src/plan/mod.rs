@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::domain::window::Window;
 use crate::engine::{run_query, str_param};
 use crate::queries::Queries;
-use crate::report::columns::{ints, strs, window_params};
+use crate::report::columns::{floats, ints, strs, window_params};
 use crate::report::{Report, ReportError};
 use metrics::Summary;
 use model::Setup;
@@ -112,7 +112,7 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     for b in &run_query(ctx, "plan_pool", &queries.get("plan_pool")?, params.clone()).await? {
         let (cl, node, uuid, model, profile) = (strs(r, b, "cluster")?, strs(r, b, "node")?, strs(r, b, "gpu_uuid")?, strs(r, b, "gpu_model")?, strs(r, b, "mig_profile")?);
         let (replicas, first, last) = (ints(r, b, "replicas")?, ints(r, b, "first_ms")?, ints(r, b, "last_ms")?);
-        let share = floats(b, "share")?;
+        let share = floats(r, b, "share")?;
         for i in 0..b.num_rows() {
             clusters.insert(cl[i].clone().unwrap_or_default());
             pool.push(PoolRow {
@@ -198,14 +198,6 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     }))
 }
 
-fn floats(b: &arrow::array::RecordBatch, name: &str) -> Result<Vec<Option<f64>>> {
-    use arrow::array::{Array, AsArray};
-    let c = b.column_by_name(name).ok_or_else(|| ReportError::Shape { report: "plan", detail: format!("no column {name}") })?;
-    let c = arrow::compute::cast(c, &arrow::datatypes::DataType::Float64).map_err(|e| ReportError::Shape { report: "plan", detail: e.to_string() })?;
-    let a = c.as_primitive::<arrow::datatypes::Float64Type>();
-    Ok((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
-}
-
 /// Replays `setup` and states what came of it.
 pub fn run_scenario(name: &str, setup: Setup, recorded: &Recorded, config: &Config) -> Replayed {
     let t = Instant::now();
@@ -258,9 +250,7 @@ pub fn plan(window: &Window, recorded: Recorded, config: &Config, request: &Requ
             Some(a) => a.gpus(pool).map_err(|e| bad("goals.max_quota_total".into(), e))?,
             None => recorded_total,
         };
-        let fast: Vec<bool> = (0..base.namespaces.len())
-            .map(|i| recorded.jobs.iter().filter(|j| j.ns == i).any(|j| goals.fast_classes.contains(&base.classes[base.class_override[i].unwrap_or(j.class)].name)))
-            .collect();
+        let fast = optimize::fast_namespaces(base, &recorded.jobs, &goals.fast_classes);
         let goal = optimize::Goal { max_p95_wait_min: goals.max_p95_wait_minutes, fast, floor, max_total };
         let found = optimize::search(base, &recorded.jobs, &recorded.prices, &goal, &tunable, request.max_replays.max(3));
         let seconds = t.elapsed().as_secs_f64();

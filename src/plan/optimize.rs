@@ -28,6 +28,16 @@ pub struct Goal {
     pub max_total: u32,
 }
 
+/// Per namespace: whether its pods are of one of `fast_classes` (after any class override).
+pub fn fast_namespaces(base: &Setup, jobs: &[Job], fast_classes: &[String]) -> Vec<bool> {
+    let mut fast = vec![false; base.namespaces.len()];
+    for j in jobs {
+        let class = base.class_override[j.ns].unwrap_or(j.class);
+        fast[j.ns] |= fast_classes.contains(&base.classes[class].name);
+    }
+    fast
+}
+
 pub fn score(goal: &Goal, s: &Summary) -> Score {
     let mut over = 0.0;
     let (mut sum, mut n) = (0.0, 0.0);

@@ -34,9 +34,7 @@ fn report(name: &str, title: String, columns: &[&str]) -> Report {
 /// The fast-class goal per namespace, as the optimiser scores it.
 fn goal_of(plan: &Plan) -> Goal {
     let base = &plan.recorded.setup;
-    let fast = (0..base.namespaces.len())
-        .map(|i| plan.recorded.jobs.iter().filter(|j| j.ns == i).any(|j| plan.goals.fast_classes.contains(&base.classes[base.class_override[i].unwrap_or(j.class)].name)))
-        .collect();
+    let fast = super::optimize::fast_namespaces(base, &plan.recorded.jobs, &plan.goals.fast_classes);
     Goal { max_p95_wait_min: plan.goals.max_p95_wait_minutes, fast, floor: vec![0; base.namespaces.len()], max_total: u32::MAX }
 }
 

@@ -34,6 +34,13 @@ pub fn ints(report: &'static str, b: &RecordBatch, name: &str) -> Result<Vec<Opt
     Ok((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
 }
 
+/// A floating-point column (NULL -> None).
+pub fn floats(report: &'static str, b: &RecordBatch, name: &str) -> Result<Vec<Option<f64>>> {
+    let c = cast(report, column(report, b, name)?, &DataType::Float64)?;
+    let a = c.as_primitive::<arrow::datatypes::Float64Type>();
+    Ok((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i))).collect())
+}
+
 /// A text column (NULL -> None).
 pub fn strs(report: &'static str, b: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
     let c = cast(report, column(report, b, name)?, &DataType::Utf8)?;
