@@ -60,6 +60,12 @@ fn plan_replays_a_simulated_month() {
     for row in cal["rows"].as_array().unwrap() {
         let ns = row["namespace"].as_str().unwrap();
         let truth = &ledger["namespaces"][ns];
+        if ns == "__unallocated__" {
+            // The GPU-time no pod held, replayed against the simulator's.
+            let (want, got) = (num(&truth["gpu_hours"]), num(&row["gpu_hours_replayed"]));
+            assert!((got - want).abs() <= want * 0.01, "unallocated: baseline {got} GPU-h vs {want} in the simulator's schedule");
+            continue;
+        }
         let (want_h, got_h) = (num(&truth["gpu_hours"]), num(&row["gpu_hours_replayed"]));
         assert!((got_h - want_h).abs() <= want_h * 0.01, "{ns}: baseline {got_h} GPU-h vs {want_h} in the simulator's schedule");
         let (want_p95, got_p95) = (num(&truth["wait_p95_s"]) / 60.0, num(&row["wait_p95_min_replayed"]));
@@ -102,6 +108,45 @@ fn plan_replays_a_simulated_month() {
     assert!(key(&opt) < key(&base), "optimized {:?} vs baseline {:?}", key(&opt), key(&base));
     assert!(num(&ns_row("optimized", "team-llm")["quota_gpus"]) >= 16.0);
     assert!(num(&opt["quota_total"]) <= num(&base["quota_total"]));
+
+    // Cloud cost: every GPU of the pool is paid for, held or not, so the rows of scenarios on
+    // the same pool add up to the same price; more nodes cost more.
+    let cloud = |name: &str| by[name].iter().map(|r| num(&r["cloud_cost"])).sum::<f64>();
+    assert!(cloud("baseline") > 0.0);
+    assert!((cloud("25% to team-llm") - cloud("baseline")).abs() < 0.01 * by["baseline"].len() as f64, "{} vs {}", cloud("25% to team-llm"), cloud("baseline"));
+    assert!(cloud("two more H100 nodes") > cloud("baseline"));
+
+    // Power: the energy each namespace (and the idle pool) draws in the baseline replay against
+    // the simulator's own energy ledger; priced at PUE x a night tariff (config/power-basis.toml).
+    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/power-basis.toml")).unwrap();
+    std::fs::write(d.join("power.toml"), example.replace("/var/lib/gpuledger/lake", "sim/lake")).unwrap();
+    let out = common::run_ok(d, &["--config", "power.toml", "plan", "--month", "2026-10", "--scenario", "s.toml", "--format", "json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut by: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for row in section(&doc, "plan")["rows"].as_array().unwrap() {
+        by.entry(row["scenario"].as_str().unwrap().to_string()).or_default().push(row.clone());
+    }
+    let row = |scenario: &str, ns: &str| by[scenario].iter().find(|r| r["namespace"] == ns).unwrap().clone();
+    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
+        let (want, got) = (num(&truth["energy_kwh"]), num(&row("baseline", ns)["energy_kwh"]));
+        assert!((got - want).abs() <= want * 0.02 + 0.1, "{ns}: baseline {got} kWh vs {want} in the simulator's ledger");
+        let r = row("baseline", ns);
+        assert_eq!(num(&r["total_cost"]), num(&r["power_cost"]), "{ns}: total_cost is the power cost on a power basis");
+        // Every kWh is priced between the tariff's night and day rates, x PUE 1.45.
+        let per_kwh = num(&r["power_cost"]) / num(&r["energy_kwh"]) / 1.45;
+        assert!((0.14 - 1e-3..=0.21 + 1e-3).contains(&per_kwh), "{ns}: {per_kwh} per kWh");
+    }
+    // team-batch only at night draws its energy at the cheaper night rate.
+    let per_kwh = |scenario: &str| {
+        let r = row(scenario, "team-batch");
+        num(&r["power_cost"]) / num(&r["energy_kwh"])
+    };
+    assert!(per_kwh("batch only at night") < per_kwh("baseline") * 0.95, "night {} vs baseline {}", per_kwh("batch only at night"), per_kwh("baseline"));
+    // Calibration: the baseline's power cost against the chargeback's, from DCGM's counters.
+    let cal = section(&doc, "plan_calibration");
+    assert!(num(&cal["cost_diff_pct"]).abs() < 1.0, "{}", cal["notes"][0]);
+    assert!(num(&cal["worst_namespace_cost_diff_pct"]) < 2.0, "{}", cal["notes"][0]);
+    assert!(cal["notes"][0].as_str().unwrap().contains("power cost"), "{}", cal["notes"][0]);
 }
 
 #[test]

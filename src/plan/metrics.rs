@@ -1,34 +1,12 @@
 //! What a timeline of pods comes to, stated the same way for the recorded month and for every
 //! replay: per namespace the waits (scheduled - created of the pods created in the window),
-//! the GPU-hours delivered, the pending GPU-hours, preemptions and the cloud cost; per hour the
-//! pool's allocated share.
+//! the GPU-hours delivered, the pending GPU-hours, preemptions, energy and cost (cloud and
+//! power); the same for the GPU-time no pod held; per hour the pool's allocated share.
 
 use crate::domain::stats::nearest_rank;
 
 use super::model::{Ms, Outcome, PodOutcome, Setup};
-
-/// A price per unit-hour of one (model, resource), in force from an instant.
-#[derive(Debug, Clone, Default)]
-pub struct PriceList {
-    /// Per model, per resource: `(from, price per unit-hour)` sorted by `from`.
-    pub rates: Vec<Vec<Vec<(Ms, f64)>>>,
-}
-
-impl PriceList {
-    /// The cost of holding one unit of `(model, resource)` over `[a, b)`, priced piecewise.
-    pub fn cost(&self, model: usize, resource: usize, a: Ms, b: Ms) -> f64 {
-        let Some(list) = self.rates.get(model).and_then(|m| m.get(resource)) else { return 0.0 };
-        let mut total = 0.0;
-        for (i, &(from, price)) in list.iter().enumerate() {
-            let until = list.get(i + 1).map_or(Ms::MAX, |n| n.0);
-            let (x, y) = (a.max(from), b.min(until));
-            if x < y {
-                total += price * (y - x) as f64 / 3_600_000.0;
-            }
-        }
-        total
-    }
-}
+use super::prices::Prices;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NsSummary {
@@ -44,7 +22,11 @@ pub struct NsSummary {
     pub pending_gpu_hours: f64,
     pub gpu_hours: f64,
     pub preemptions: u64,
-    pub cost: f64,
+    pub energy_kwh: f64,
+    /// Energy x PUE x the tariff of when it was drawn.
+    pub power_cost: f64,
+    /// GPU-hours x the configured cloud price of the GPU model (and MIG profile).
+    pub cloud_cost: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -55,6 +37,15 @@ pub struct Summary {
     pub pool_by_hour: Vec<f64>,
     /// Per hour: pending GPU-hours, all namespaces.
     pub pending_by_hour: Vec<f64>,
+    /// The GPU-time no pod held: its energy, power and cloud cost.
+    pub idle: Idle,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Idle {
+    pub energy_kwh: f64,
+    pub power_cost: f64,
+    pub cloud_cost: f64,
 }
 
 impl Summary {
@@ -83,13 +74,17 @@ pub fn unit_share(setup: &Setup, node: Option<usize>, resource: usize) -> f64 {
 
 /// Summarises `pods` (and the pending GPU steps counted alongside them) over `setup`'s window.
 /// `pending_gpu_s` per namespace, `pending_by_hour` per namespace and hour, in GPU-seconds.
-pub fn summarize(setup: &Setup, pods: &[PodOutcome], pending_gpu_s: &[i64], pending_by_hour: &[Vec<i64>], prices: &PriceList) -> Summary {
+pub fn summarize(setup: &Setup, pods: &[PodOutcome], pending_gpu_s: &[i64], pending_by_hour: &[Vec<i64>], prices: &Prices) -> Summary {
     let (from, to) = (setup.from, setup.to);
     let hours = ((to - from + 3_599_999) / 3_600_000).max(0) as usize;
     let nns = setup.namespaces.len();
     let mut ns = vec![NsSummary::default(); nns];
     let mut waits: Vec<Vec<Ms>> = vec![Vec::new(); nns];
     let mut allocated = vec![0.0; hours];
+    // Per model, what pods held: GPU-hours, the tariff over them (GPU x price x hours), cloud cost.
+    let nmodels = setup.models.len();
+    let (mut held_h, mut held_tariff, mut held_cloud) = (vec![0.0; nmodels], vec![0.0; nmodels], vec![0.0; nmodels]);
+    let power = &prices.power;
     for p in pods {
         let s = &mut ns[p.ns];
         if p.created >= from && p.created < to {
@@ -115,7 +110,16 @@ pub fn summarize(setup: &Setup, pods: &[PodOutcome], pending_gpu_s: &[i64], pend
         let share = unit_share(setup, p.node, p.resource) * p.count as f64;
         s.gpu_hours += share * (b - a) as f64 / 3_600_000.0;
         if let Some(node) = p.node {
-            s.cost += prices.cost(setup.nodes[node].model, p.resource, a, b) * p.count as f64;
+            let m = setup.nodes[node].model;
+            let cloud = prices.cloud.cost(m, p.resource, a, b) * p.count as f64;
+            let tariff = share * power.price_hours(a, b);
+            let kwh = power.kwh_per_gpu_hour.get(p.ns).and_then(|r| r.get(m)).copied().unwrap_or(0.0);
+            s.cloud_cost += cloud;
+            s.energy_kwh += kwh * share * (b - a) as f64 / 3_600_000.0;
+            s.power_cost += kwh * power.pue * tariff;
+            held_h[m] += share * (b - a) as f64 / 3_600_000.0;
+            held_tariff[m] += tariff;
+            held_cloud[m] += cloud;
         }
         let mut x = a;
         while x < b {
@@ -141,10 +145,28 @@ pub fn summarize(setup: &Setup, pods: &[PodOutcome], pending_gpu_s: &[i64], pend
             pending[h] += *v as f64 / 3600.0;
         }
     }
-    Summary { namespaces: ns, allocated_by_hour: allocated, pool_by_hour: pool_by_hour(setup), pending_by_hour: pending }
+    // The pool's GPU-time per model less what pods held: the idle GPUs' draw and price.
+    let mut idle = Idle::default();
+    for n in &setup.nodes {
+        let (a, b) = (from.max(n.available_from), to.min(n.available_to));
+        if a >= b {
+            continue;
+        }
+        let gpus: f64 = n.units.iter().map(|g| g.count as f64 * g.share).sum();
+        held_h[n.model] -= gpus * (b - a) as f64 / 3_600_000.0;
+        held_tariff[n.model] -= gpus * power.price_hours(a, b);
+        held_cloud[n.model] -= n.units.iter().map(|g| prices.cloud.cost(n.model, g.resource, a, b) * g.count as f64).sum::<f64>();
+    }
+    for m in 0..nmodels {
+        let kwh = power.idle_kwh_per_gpu_hour.get(m).copied().unwrap_or(0.0);
+        idle.energy_kwh -= kwh * held_h[m];
+        idle.power_cost -= kwh * power.pue * held_tariff[m];
+        idle.cloud_cost -= held_cloud[m];
+    }
+    Summary { namespaces: ns, allocated_by_hour: allocated, pool_by_hour: pool_by_hour(setup), pending_by_hour: pending, idle }
 }
 
-pub fn summarize_outcome(setup: &Setup, o: &Outcome, prices: &PriceList) -> Summary {
+pub fn summarize_outcome(setup: &Setup, o: &Outcome, prices: &Prices) -> Summary {
     summarize(setup, &o.pods, &o.pending_gpu_s, &o.pending_by_hour, prices)
 }
 

@@ -3,7 +3,8 @@
 //! `recorded` turns the lake's pods, inventory, quotas and pending samples into a replay's
 //! input; `model` is the replay (kube-scheduler, quota admission, preemption); `scenario`
 //! reads what a scenario changes; `metrics` states a timeline (recorded or replayed) as waits,
-//! GPU-hours, pending demand and cost; `optimize` searches quotas; `output` writes it all as
+//! GPU-hours, pending demand, energy and cost (priced by `prices`); `optimize` searches
+//! quotas; `output` writes it all as
 //! reports. The baseline is the recorded month replayed with its recorded settings, and every
 //! plan report states how close it came to what was recorded (its calibration).
 
@@ -11,6 +12,7 @@ pub mod metrics;
 pub mod model;
 pub mod optimize;
 pub mod output;
+pub mod prices;
 pub mod recorded;
 pub mod scenario;
 
@@ -184,6 +186,9 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
             }
         }
     }
+    // What the chargeback charged for the window: each namespace's energy per GPU-hour on each
+    // model (the replay's power prices) and its cost (the calibration's).
+    let charged = prices::Charged::from_chargeback(&crate::report::chargeback::compute(ctx, queries, window).await?, cluster);
     let step = config.prometheus.step_secs.max(1) as i64 * 1000;
     Ok(recorded::build(recorded::Inputs {
         from: window.start.timestamp_millis(),
@@ -194,6 +199,7 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
         pending,
         quotas,
         teams,
+        charged,
         config,
     }))
 }
@@ -203,7 +209,10 @@ pub fn run_scenario(name: &str, setup: Setup, recorded: &Recorded, config: &Conf
     let t = Instant::now();
     let outcome = model::replay(&setup, &recorded.jobs);
     let replay_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let prices = recorded::price_list(config, &setup);
+    let (prices, filled) = prices::Prices::new(config, &setup, &recorded.charged);
+    if !filled.is_empty() && name != "baseline" {
+        tracing::info!("plan: scenario {name:?}: no energy charged for {}; filled in as stated", filled.join("; "));
+    }
     let summary = metrics::summarize_outcome(&setup, &outcome, &prices);
     tracing::info!("plan: scenario {name:?} replayed in {replay_ms:.0} ms ({} binding passes, {} pods)", outcome.passes, outcome.pods.len());
     Replayed { name: name.to_string(), setup, summary, replay_ms, passes: outcome.passes }

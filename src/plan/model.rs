@@ -950,6 +950,29 @@ mod tests {
         (p.scheduled.map(|t| t / 1000), p.finished.map(|t| t / 1000))
     }
 
+    /// The hand-worked case below, priced: a tariff of 0.10, 0.20, 0.30, 0.40 per kWh in the
+    /// hour's four quarters, PUE 1.5; namespace a draws 0.6 kWh per GPU-hour, b 0.3, an idle GPU
+    /// 0.06. a holds 30 GPU-minutes (A 0-10, B 1-5 and 10-26), b 10 (C 5-15).
+    #[test]
+    fn three_pods_priced_by_the_tariff() {
+        let s = setup(2, 60);
+        let jobs = vec![job(0, 0, 1, 0, 10), job(0, 0, 1, 1, 20), job(1, 1, 1, 5, 10)];
+        let o = replay(&s, &jobs);
+        let power = super::super::prices::PowerPrices::with_grid(1.5, 0, vec![0.10, 0.20, 0.30, 0.40], vec![vec![0.6], vec![0.3]], vec![0.06]);
+        let prices = super::super::prices::Prices { power, ..Default::default() };
+        let sum = super::super::metrics::summarize_outcome(&s, &o, &prices);
+        let close = |got: f64, want: f64, what: &str| assert!((got - want).abs() < 1e-9, "{what}: {got} vs {want}");
+        // a: 0.5 GPU-h x 0.6 kWh; price-hours (10 + 4 + 5) min at 0.10 and 11 min at 0.20.
+        close(sum.namespaces[0].energy_kwh, 0.3, "a's energy");
+        close(sum.namespaces[0].power_cost, 0.6 * 1.5 * (19.0 * 0.10 + 11.0 * 0.20) / 60.0, "a's power cost");
+        // b: 1/6 GPU-h x 0.3 kWh; 10 min at 0.10.
+        close(sum.namespaces[1].energy_kwh, 0.05, "b's energy");
+        close(sum.namespaces[1].power_cost, 0.3 * 1.5 * (10.0 * 0.10) / 60.0, "b's power cost");
+        // Idle: 2 GPU-h less 40 GPU-minutes held; price-hours 2 x 0.25 x 1.0 less what pods held.
+        close(sum.idle.energy_kwh, 0.06 * (2.0 - 40.0 / 60.0), "idle energy");
+        close(sum.idle.power_cost, 0.06 * 1.5 * (0.5 - (29.0 * 0.10 + 11.0 * 0.20) / 60.0), "idle power cost");
+    }
+
     /// 2 GPUs, 3 pods: A (low, from 0 for 10 min), B (low, from 1 min for 20 min), C (high,
     /// 1 GPU at 5 min for 10 min). C evicts B, the latest started; B's controller re-creates it
     /// at 5:01 for the 16 minutes left, which start when A ends at 10:00.
@@ -967,7 +990,7 @@ mod tests {
         assert_eq!(times(&o.pods[3]), (Some(600), Some(600 + 16 * 60)), "B' runs the 16 min left once A is done");
         // B' was pending at the 6, 7, 8 and 9 minute ticks.
         assert_eq!(o.pending_gpu_s, vec![4 * 60, 0]);
-        let prices = super::super::metrics::PriceList::default();
+        let prices = super::super::prices::Prices::default();
         let sum = super::super::metrics::summarize_outcome(&s, &o, &prices);
         assert!((sum.gpu_hours() - 40.0 / 60.0).abs() < 1e-12, "10 + 4 + 16 + 10 GPU-minutes");
         assert_eq!(sum.namespaces[0].preemptions, 1);

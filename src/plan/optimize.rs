@@ -7,7 +7,8 @@
 //! steps that halve when no move helps, never taking a namespace under its guaranteed quota;
 //! candidates of one round are replayed on both cores.
 
-use super::metrics::{summarize_outcome, PriceList, Summary};
+use super::metrics::{summarize_outcome, Summary};
+use super::prices::Prices;
 use super::model::{replay, Job, Setup};
 
 /// A split's score; lower is better, compared in order.
@@ -71,7 +72,7 @@ fn with_quotas(base: &Setup, q: &[Option<u32>]) -> Setup {
 }
 
 /// Searches quotas for the namespaces in `tunable` (the others keep theirs).
-pub fn search(base: &Setup, jobs: &[Job], prices: &PriceList, goal: &Goal, tunable: &[usize], max_replays: usize) -> Found {
+pub fn search(base: &Setup, jobs: &[Job], prices: &Prices, goal: &Goal, tunable: &[usize], max_replays: usize) -> Found {
     let evaluate = |q: &[Option<u32>]| -> (Summary, Score) {
         let setup = with_quotas(base, q);
         let sum = summarize_outcome(&setup, &replay(&setup, jobs), prices);

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::metrics::Summary;
 use super::optimize::{score, Goal};
 use super::Plan;
-use crate::config::Config;
+use crate::config::{Config, CostBasis};
 use crate::domain::units::UNALLOCATED;
 use crate::report::{Cell, Report};
 
@@ -22,9 +22,25 @@ fn minutes(s: f64) -> Cell {
     dec(s / 60.0, 1)
 }
 
+/// A difference under half a hundredth prints as 0.00, not -0.00.
+fn zero_small(d: f64) -> f64 {
+    if d.abs() < 0.005 {
+        0.0
+    } else {
+        d
+    }
+}
+
 /// `(replayed - recorded) / recorded` in percent; NULL where nothing was recorded.
 pub fn diff_pct(recorded: f64, replayed: f64) -> Option<f64> {
     (recorded.abs() > 1e-9).then(|| (replayed - recorded) / recorded * 100.0)
+}
+
+fn basis_name(config: &Config) -> &'static str {
+    match config.pricing.basis {
+        CostBasis::Power => "power",
+        CostBasis::Cloud => "cloud",
+    }
 }
 
 fn report(name: &str, title: String, columns: &[&str]) -> Report {
@@ -42,7 +58,9 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
     let label = plan.window.label();
     let currency = &config.pricing.currency;
     let base = &plan.recorded.setup;
-    let calibration = calibration(plan);
+    let basis = basis_name(config);
+    let basis_cost = |power: f64, cloud: f64| if config.pricing.basis == CostBasis::Power { power } else { cloud };
+    let calibration = calibration(plan, config);
     let cal_line = calibration.notes.first().cloned().unwrap_or_default();
 
     // Per scenario and namespace.
@@ -51,7 +69,7 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
         format!("Plan {label}: the recorded demand replayed under each scenario (baseline first)"),
         &[
             "scenario", "namespace", "priority_class", "quota_gpus", "pods", "started", "pending_at_end", "wait_p50_min", "wait_p95_min", "wait_max_min",
-            "pending_gpu_hours", "gpu_hours", "preemptions", "cloud_cost",
+            "pending_gpu_hours", "gpu_hours", "preemptions", "energy_kwh", "power_cost", "cloud_cost", "total_cost",
         ],
     );
     for sc in &plan.scenarios {
@@ -84,7 +102,10 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
                 dec(ns.pending_gpu_hours, 1),
                 dec(ns.gpu_hours, 1),
                 Cell::Int(ns.preemptions as i64),
-                dec(ns.cost, 2),
+                dec(ns.energy_kwh, 1),
+                dec(ns.power_cost, 2),
+                dec(ns.cloud_cost, 2),
+                dec(basis_cost(ns.power_cost, ns.cloud_cost), 2),
             ]);
         }
         let unalloc = sc.summary.pool_hours() - sc.summary.gpu_hours();
@@ -102,11 +123,17 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
             Cell::Null,
             dec(unalloc, 1),
             Cell::Null,
-            Cell::Null,
+            dec(sc.summary.idle.energy_kwh, 1),
+            dec(sc.summary.idle.power_cost, 2),
+            dec(sc.summary.idle.cloud_cost, 2),
+            dec(basis_cost(sc.summary.idle.power_cost, sc.summary.idle.cloud_cost), 2),
         ]);
     }
     per_ns.notes.push(cal_line.clone());
-    per_ns.notes.push(format!("cloud_cost: GPU-hours delivered x the configured price per GPU model (and MIG profile), {currency}; gpu_hours of each scenario's rows add up to its pool's GPU-hours"));
+    per_ns.notes.push(format!(
+        "cost in {currency}, GPUs only, before any idle or shared spread; total_cost is the {basis} cost (pricing.basis). cloud_cost: GPU-hours x the configured price per GPU model (and MIG profile). energy_kwh: GPU-hours x the kWh per GPU-hour the namespace's pods drew on that model in the recorded month (as charged; __unallocated__: that model's idle GPUs); power_cost: energy x PUE {} x the tariff of each 15 minutes. Each scenario's gpu_hours add up to its pool's GPU-hours, its cloud_cost to the pool's price",
+        config.pricing.power.pue
+    ));
     per_ns.notes.extend(plan.recorded.notes.iter().cloned());
 
     // Per scenario.
@@ -116,13 +143,15 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
         format!("Plan {label}: each scenario against the baseline"),
         &[
             "scenario", "pool_gpus", "quota_total", "gpu_hours", "allocated_pct", "unallocated_pct", "pending_gpu_hours", "worst_fast_p95_min", "fast_over_goal_min",
-            "mean_p95_min", "preemptions", "cloud_cost",
+            "mean_p95_min", "preemptions", "energy_kwh", "power_cost", "cloud_cost", "total_cost", "unallocated_cost",
         ],
     );
     for sc in &plan.scenarios {
         let s = &sc.summary;
         let sc_score = score(&goal, s);
         let worst = s.namespaces.iter().enumerate().filter(|(i, _)| goal.fast[*i]).map(|(_, n)| n.wait_p95_s).fold(0.0, f64::max);
+        let power = s.namespaces.iter().map(|n| n.power_cost).sum::<f64>() + s.idle.power_cost;
+        let cloud = s.namespaces.iter().map(|n| n.cloud_cost).sum::<f64>() + s.idle.cloud_cost;
         summary.rows.push(vec![
             Cell::Str(sc.name.clone()),
             dec(super::scenario::pool_gpus(&sc.setup), 2),
@@ -135,7 +164,11 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
             dec(sc_score.over_goal_min, 1),
             dec(sc_score.mean_p95_min, 1),
             Cell::Int(s.namespaces.iter().map(|n| n.preemptions as i64).sum()),
-            dec(s.namespaces.iter().map(|n| n.cost).sum(), 2),
+            dec(s.namespaces.iter().map(|n| n.energy_kwh).sum::<f64>() + s.idle.energy_kwh, 1),
+            dec(power, 2),
+            dec(cloud, 2),
+            dec(basis_cost(power, cloud), 2),
+            dec(basis_cost(s.idle.power_cost, s.idle.cloud_cost), 2),
         ]);
     }
     summary.notes.push(format!(
@@ -185,8 +218,12 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
 }
 
 /// The baseline replay against the record, per namespace, and the pool's allocation by hour.
-pub fn calibration(plan: &Plan) -> Report {
+pub fn calibration(plan: &Plan, config: &Config) -> Report {
     let label = plan.window.label();
+    let power_basis = config.pricing.basis == CostBasis::Power;
+    // The cost charged (the chargeback, GPUs only, before spreads) and the baseline's, on the basis.
+    let charged = |ns: &str| if power_basis { plan.recorded.charged.power_cost.get(ns) } else { plan.recorded.charged.gpu_cost.get(ns) }.copied().unwrap_or(0.0);
+    let replayed = |n: &super::metrics::NsSummary| if power_basis { n.power_cost } else { n.cloud_cost };
     let rec = &plan.recorded_summary;
     let base = &plan.scenarios[0].summary;
     let mut r = report(
@@ -195,6 +232,7 @@ pub fn calibration(plan: &Plan) -> Report {
         &[
             "namespace", "gpu_hours_recorded", "gpu_hours_replayed", "gpu_hours_diff_pct", "wait_p50_min_recorded", "wait_p50_min_replayed", "wait_p95_min_recorded",
             "wait_p95_min_replayed", "wait_p95_diff_pct", "pending_gpu_hours_recorded", "pending_gpu_hours_replayed", "preemptions_recorded", "preemptions_replayed",
+            "cost_charged", "cost_replayed", "cost_diff_pct",
         ],
     );
     let pct = |v: Option<f64>| v.map_or(Cell::Null, |v| dec(v, 2));
@@ -203,6 +241,7 @@ pub fn calibration(plan: &Plan) -> Report {
     // those are stated in minutes.
     let long_wait_s = 10.0 * plan.recorded.setup.step as f64 / 1000.0;
     let mut worst_p95: f64 = 0.0;
+    let mut worst_cost: f64 = 0.0;
     let mut worst_short_min: f64 = 0.0;
     let mut long_waits = 0;
     for (i, name) in plan.recorded.setup.namespaces.iter().enumerate() {
@@ -212,7 +251,10 @@ pub fn calibration(plan: &Plan) -> Report {
         }
         let g = diff_pct(a.gpu_hours, b.gpu_hours);
         let w = diff_pct(a.wait_p95_s, b.wait_p95_s);
+        let (cost_charged, cost_replayed) = (charged(name), replayed(b));
+        let c = diff_pct(cost_charged, cost_replayed);
         worst_gpu = worst_gpu.max(g.unwrap_or(0.0).abs());
+        worst_cost = worst_cost.max(c.unwrap_or(0.0).abs());
         if a.wait_p95_s >= long_wait_s {
             long_waits += 1;
             worst_p95 = worst_p95.max(w.unwrap_or(0.0).abs());
@@ -233,15 +275,41 @@ pub fn calibration(plan: &Plan) -> Report {
             dec(b.pending_gpu_hours, 1),
             Cell::Int(a.preemptions as i64),
             Cell::Int(b.preemptions as i64),
+            dec(cost_charged, 2),
+            dec(cost_replayed, 2),
+            pct(c),
         ]);
     }
-    // A difference under half a hundredth prints as 0.00, not -0.00.
-    let total = diff_pct(rec.gpu_hours(), base.gpu_hours()).map(|d| if d.abs() < 0.005 { 0.0 } else { d });
+    // The GPU-time no pod held, on both sides: every GPU of the pool is charged.
+    let idle_replayed = if power_basis { base.idle.power_cost } else { base.idle.cloud_cost };
+    let total_charged: f64 = plan.recorded.setup.namespaces.iter().map(|n| charged(n)).sum::<f64>() + charged(UNALLOCATED);
+    let total_replayed: f64 = base.namespaces.iter().map(replayed).sum::<f64>() + idle_replayed;
+    let cost_total = diff_pct(total_charged, total_replayed);
+    r.rows.push(vec![
+        Cell::Str(UNALLOCATED.into()),
+        dec(rec.pool_hours() - rec.gpu_hours(), 1),
+        dec(base.pool_hours() - base.gpu_hours(), 1),
+        pct(diff_pct(rec.pool_hours() - rec.gpu_hours(), base.pool_hours() - base.gpu_hours())),
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+        dec(charged(UNALLOCATED), 2),
+        dec(idle_replayed, 2),
+        pct(diff_pct(charged(UNALLOCATED), idle_replayed)),
+    ]);
+    let total = diff_pct(rec.gpu_hours(), base.gpu_hours()).map(zero_small);
+    // The rows above add up to it: the pool's GPU-hours and every GPU's cost.
     r.total = Some(vec![
         Cell::Str("total".into()),
-        dec(rec.gpu_hours(), 1),
-        dec(base.gpu_hours(), 1),
-        pct(total),
+        dec(rec.pool_hours(), 1),
+        dec(base.pool_hours(), 1),
+        pct(diff_pct(rec.pool_hours(), base.pool_hours()).map(zero_small)),
         Cell::Null,
         Cell::Null,
         Cell::Null,
@@ -251,6 +319,9 @@ pub fn calibration(plan: &Plan) -> Report {
         dec(base.namespaces.iter().map(|n| n.pending_gpu_hours).sum(), 1),
         Cell::Int(rec.namespaces.iter().map(|n| n.preemptions as i64).sum()),
         Cell::Int(base.namespaces.iter().map(|n| n.preemptions as i64).sum()),
+        dec(total_charged, 2),
+        dec(total_replayed, 2),
+        pct(cost_total),
     ]);
     // Allocation by hour: mean and largest absolute difference, in points of the pool.
     let (mut sum, mut max, mut n) = (0.0, 0.0f64, 0.0);
@@ -269,14 +340,20 @@ pub fn calibration(plan: &Plan) -> Report {
         format!("no p95 wait of {} min or more, p95 waits within {worst_short_min:.1} min", long_wait_s / 60.0)
     };
     r.notes.push(format!(
-        "calibration: the baseline replay delivers {:.2}% of the recorded GPU-hours ({}{:.2}%); per namespace GPU-hours within {:.2}%, {waits}; pool allocation by hour within {:.2} points on average ({:.2} at most)",
+        "calibration: the baseline replay delivers {:.2}% of the recorded GPU-hours ({}{:.2}%); per namespace GPU-hours within {:.2}%, {waits}; pool allocation by hour within {:.2} points on average ({:.2} at most); {} cost {:.2}% of the charged ({}), per namespace within {:.2}%",
         100.0 + total.unwrap_or(0.0),
         if total.unwrap_or(0.0) >= 0.0 { "+" } else { "" },
         total.unwrap_or(0.0),
         worst_gpu,
         mean,
-        max
+        max,
+        basis_name(config),
+        100.0 + cost_total.map(zero_small).unwrap_or(0.0),
+        if power_basis { "energy from DCGM's counters x PUE x tariff" } else { "GPU-hours x price" },
+        worst_cost
     ));
+    r.meta.insert("cost_diff_pct".into(), json!(cost_total.map(zero_small).unwrap_or(0.0)));
+    r.meta.insert("worst_namespace_cost_diff_pct".into(), json!(worst_cost));
     r.meta.insert("gpu_hours_diff_pct".into(), json!(total.unwrap_or(0.0)));
     r.meta.insert("worst_namespace_gpu_hours_diff_pct".into(), json!(worst_gpu));
     r.meta.insert("worst_namespace_p95_wait_diff_pct".into(), json!(worst_p95));

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::metrics::PriceList;
+use super::prices::{Charged, Prices};
 use super::model::{Carried, Class, Job, Ms, NodeSpec, PodOutcome, Setup, UnitGroup, GPU_RESOURCE};
 use crate::config::Config;
 
@@ -59,7 +59,9 @@ pub struct Recorded {
     pub pending_by_hour: Vec<Vec<i64>>,
     /// Team -> its namespaces (indices).
     pub teams: BTreeMap<String, Vec<usize>>,
-    pub prices: PriceList,
+    /// The month's prices for the recorded setup, and what the chargeback charged.
+    pub prices: Prices,
+    pub charged: Charged,
     /// What was inferred or filled in.
     pub notes: Vec<String>,
 }
@@ -76,6 +78,8 @@ pub struct Inputs<'a> {
     pub quotas: BTreeMap<String, u32>,
     /// namespace -> team.
     pub teams: BTreeMap<String, String>,
+    /// The month's chargeback: the energy each namespace drew per GPU-hour, and its cost.
+    pub charged: Charged,
     pub config: &'a Config,
 }
 
@@ -90,7 +94,7 @@ fn intern(list: &mut Vec<String>, name: &str) -> usize {
 }
 
 pub fn build(input: Inputs<'_>) -> Recorded {
-    let Inputs { from, to, step, pods, pool, pending, quotas, teams, config } = input;
+    let Inputs { from, to, step, pods, pool, pending, quotas, teams, charged, config } = input;
     let mut notes = Vec::new();
     let mut models: Vec<String> = Vec::new();
     let mut resources: Vec<String> = vec!["nvidia.com/gpu".to_string()];
@@ -313,33 +317,10 @@ pub fn build(input: Inputs<'_>) -> Recorded {
         preemption: true,
     };
     debug_assert_eq!(GPU_RESOURCE, 0);
-    let prices = price_list(config, &setup);
-    Recorded { setup, jobs, pods: rec_pods, pending_gpu_s, pending_by_hour, teams: team_members, prices, notes }
-}
-
-/// The configured cloud prices per (model, resource) unit-hour: a MIG profile's own price, else
-/// the GPU's price x the unit's share (as the chargeback's `gpu_rates`), each from its date.
-pub fn price_list(config: &Config, setup: &Setup) -> PriceList {
-    let (models, resources, nodes) = (&setup.models, &setup.resources, &setup.nodes);
-    let mut rates = vec![vec![Vec::new(); resources.len()]; models.len()];
-    for (m, model) in models.iter().enumerate() {
-        for (r, resource) in resources.iter().enumerate() {
-            let profile = resource.strip_prefix("nvidia.com/mig-");
-            let share = nodes.iter().filter(|n| n.model == m).flat_map(|n| n.units.iter()).find(|g| g.resource == r).map_or(1.0, |g| g.share);
-            let own: Vec<_> = config.pricing.gpu.iter().filter(|p| p.model == *model && profile.is_some() && p.mig_profile.as_deref() == profile).collect();
-            let list: Vec<(Ms, f64)> = if own.is_empty() {
-                config.pricing.gpu.iter().filter(|p| p.model == *model && p.mig_profile.is_none()).map(|p| (day_ms(p.effective_from), p.price_per_hour * share)).collect()
-            } else {
-                own.iter().map(|p| (day_ms(p.effective_from), p.price_per_hour)).collect()
-            };
-            let mut list = list;
-            list.sort_by_key(|x| x.0);
-            rates[m][r] = list;
-        }
+    let (prices, filled) = Prices::new(config, &setup, &charged);
+    if !filled.is_empty() {
+        notes.push(format!("power: no energy charged for {}; filled in as stated", filled.join("; ")));
     }
-    PriceList { rates }
+    Recorded { setup, jobs, pods: rec_pods, pending_gpu_s, pending_by_hour, teams: team_members, prices, charged, notes }
 }
 
-fn day_ms(d: chrono::NaiveDate) -> Ms {
-    d.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis()
-}
