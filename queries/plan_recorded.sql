@@ -4,7 +4,7 @@
 --   $3, $4  first and last `date` partition; $5 the cluster ('' for a lake of one)
 SELECT
   CAST(p.namespace AS VARCHAR)                                   AS namespace,
-  CAST(date_trunc('hour', p.ts) AS BIGINT)                       AS hour_ms,
+  CAST(p.ts AS BIGINT) / 3600000 * 3600000                       AS hour_ms,
   SUM(CAST(p.gpu_request AS BIGINT) * CAST(p.step_s AS BIGINT))  AS pending_gpu_s,
   CAST(NULL AS BIGINT)                                           AS hard
 FROM pending_samples p

@@ -83,6 +83,36 @@ pub struct Inputs<'a> {
     pub config: &'a Config,
 }
 
+/// Names compared as people count: runs of digits by value, the rest as text.
+pub fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn runs(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (x, y) = (runs(a), runs(b));
+    for (p, q) in x.iter().zip(y.iter()) {
+        let o = match (p.0, q.0) {
+            (true, true) => {
+                let (m, n) = (p.1.trim_start_matches('0'), q.1.trim_start_matches('0'));
+                m.len().cmp(&n.len()).then_with(|| m.cmp(n))
+            }
+            _ => p.1.cmp(q.1),
+        };
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    x.len().cmp(&y.len()).then_with(|| a.cmp(b))
+}
+
 fn intern(list: &mut Vec<String>, name: &str) -> usize {
     match list.iter().position(|n| n == name) {
         Some(i) => i,
@@ -126,10 +156,13 @@ pub fn build(input: Inputs<'_>) -> Recorded {
         ));
     }
     let to = to.min(data_end).max(from);
-    let nodes: Vec<NodeSpec> = by_node
+    // Ties in placement go to the first node: nodes in the order their names count in
+    // (gpu-node-9 before gpu-node-10), not as text.
+    let mut nodes: Vec<NodeSpec> = by_node
         .into_iter()
         .map(|(name, (model, units, a, b))| NodeSpec { name, model, units, available_from: a.max(from), available_to: b.min(to).max(a.max(from)) })
         .collect();
+    nodes.sort_by(|a, b| natural_order(&a.name, &b.name));
     let node_index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
 
     // Namespaces, classes and resources, in a stable order.
@@ -324,3 +357,15 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     Recorded { setup, jobs, pods: rec_pods, pending_gpu_s, pending_by_hour, teams: team_members, prices, charged, notes }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::natural_order;
+
+    #[test]
+    fn node_names_in_counting_order() {
+        let mut names = vec!["gpu-node-100", "gpu-node-10", "gpu-node-9", "gpu-node-01", "a100-2", "gpu-node-010", "gpu-node-b"];
+        names.sort_by(|a, b| natural_order(a, b));
+        assert_eq!(names, vec!["a100-2", "gpu-node-01", "gpu-node-9", "gpu-node-010", "gpu-node-10", "gpu-node-100", "gpu-node-b"]);
+    }
+}
