@@ -245,3 +245,69 @@ fn the_chargeback_is_the_same_from_rollups_and_from_samples() {
     assert!(String::from_utf8_lossy(&from_samples).contains("gpu_hours_conserved"), "{}", String::from_utf8_lossy(&from_samples));
     assert_eq!(String::from_utf8_lossy(&from_rollups), String::from_utf8_lossy(&from_samples));
 }
+
+/// The heatmap and the page's daily pool, read from the 15-minute sums, against the same sums
+/// over every row of `gpu_time` (the per-row SQL they ran before the sums), from the rollups and
+/// from the samples, over a window that starts and ends inside buckets.
+#[test]
+fn heatmap_and_daily_pool_from_the_sums_equal_the_per_row_sql() {
+    let tmp = tempfile::tempdir().unwrap();
+    common::run_ok(tmp.path(), &["simulate", "--out", "s", "--gpus", "32", "--days", "3", "--seed", "6", "--start", "2026-10-01", "--time-sliced", "2"]);
+    let lake = Lake::new(tmp.path().join("s/lake"));
+    let window = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 5, 7, 30).unwrap(), Utc.with_ymd_and_hms(2026, 10, 3, 18, 52, 0).unwrap()).unwrap();
+    let per_row_heatmap = "SELECT CAST(date_part('dow', s.ts) AS BIGINT) AS dow, CAST(date_part('hour', s.ts) AS BIGINT) AS hour, \
+        SUM(s.gpu_us), SUM(s.allocated_gpu_us), SUM(s.util_gpu_us), SUM(s.util_known_gpu_us), \
+        SUM(CASE WHEN s.allocated THEN s.util_gpu_us ELSE 0 END), SUM(CASE WHEN s.allocated THEN s.util_known_gpu_us ELSE 0 END) \
+        FROM gpu_time s WHERE s.date >= $3 AND s.date <= $4 AND s.ts >= $1 AND s.ts < $2 GROUP BY 1, 2";
+    let per_row_days = "SELECT s.date, SUM(s.gpu_us), SUM(s.allocated_gpu_us), SUM(s.util_gpu_us), SUM(s.util_known_gpu_us) \
+        FROM gpu_time s WHERE s.date >= $3 AND s.date <= $4 AND s.ts >= $1 AND s.ts < $2 GROUP BY 1 ORDER BY 1";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let config = Config::default();
+    let queries = Queries::new(None);
+    let run = || {
+        rt.block_on(async {
+            let ctx = SessionBuilder::default().build(&lake, &config).await.unwrap();
+            let cells = gpuledger::report::heatmap::cells(&ctx, &queries, &window).await.unwrap();
+            let days = gpuledger::report::html::pool_days(&ctx, &queries, &window).await.unwrap();
+            let want_cells = run_query(&ctx, "per-row heatmap", per_row_heatmap, window_params(&window)).await.unwrap();
+            let want_days = run_query(&ctx, "per-row days", per_row_days, window_params(&window)).await.unwrap();
+            (cells, days, rows(&want_cells), rows(&want_days))
+        })
+    };
+    let (cells, days, want_cells, want_days) = run();
+    // Every (weekday, hour) of the per-row SQL, field by field (SQL dow 0 = Sunday, cells Monday first).
+    assert!(want_cells.len() >= 60, "the window spans more than two days of hours: {}", want_cells.len());
+    let mut allocated = 0;
+    for w in &want_cells {
+        let v: Vec<i64> = w.split('|').map(|x| x.parse().unwrap()).collect();
+        let c = cells[((v[0] + 6) % 7) as usize][v[1] as usize];
+        assert_eq!(
+            [c.gpu_us, c.allocated_us, c.util_us, c.util_known_us, c.allocated_util_us, c.allocated_util_known_us],
+            [v[2], v[3], v[4], v[5], v[6], v[7]],
+            "weekday {} hour {}",
+            v[0],
+            v[1]
+        );
+        allocated += v[3];
+    }
+    assert!(allocated > 0);
+    let filled = cells.iter().flatten().filter(|c| c.gpu_us > 0).count();
+    assert_eq!(filled, want_cells.len(), "no cell the rows do not have");
+    // Each day of the window: GPU-hours, allocated hours and utilisation from the same integers.
+    assert_eq!(days.len(), want_days.len());
+    assert_eq!(days.len(), 3);
+    for (d, w) in days.iter().zip(&want_days) {
+        let v: Vec<&str> = w.split('|').collect();
+        let n = |i: usize| v[i].parse::<i64>().unwrap();
+        assert_eq!(d.date, v[0]);
+        assert_eq!(d.gpu_hours, n(1) as f64 / 3.6e9, "{}", d.date);
+        assert_eq!(d.allocated_hours, n(2) as f64 / 3.6e9, "{}", d.date);
+        assert_eq!(d.util_pct, if n(4) > 0 { n(3) as f64 / n(4) as f64 } else { 0.0 }, "{}", d.date);
+    }
+    // The same from the samples alone, without the rollups.
+    std::fs::remove_dir_all(tmp.path().join("s/lake").join(rollup::DIR)).unwrap();
+    let (cells_again, days_again, _, _) = run();
+    assert_eq!(cells_again, cells);
+    assert_eq!(days_again.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>(),
+               days.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>());
+}

@@ -4,12 +4,11 @@
 use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
-use super::columns::{ints, window_params};
+use super::columns::ints;
 use crate::domain::money::round_ratio;
 use crate::domain::units::US_PER_HOUR;
 use super::render::{Cell, Report};
 use super::Result;
-use crate::engine::run_query;
 use crate::queries::Queries;
 use crate::domain::window::Window;
 
@@ -43,7 +42,8 @@ impl HeatCell {
 
 /// `[weekday (Mon = 0)][hour]`.
 pub async fn cells(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<[[HeatCell; 24]; 7]> {
-    let batches = run_query(ctx, R, &queries.get(R)?, window_params(window)).await?;
+    // From the 15-minute sums (the lake's rollups where current), not every sample.
+    let batches = super::gpu_buckets::query(ctx, queries, R, window).await?;
     let mut grid = [[HeatCell::default(); 24]; 7];
     for b in &batches {
         let (dow, hour, all, alloc, util) = (ints(R, b, "dow")?, ints(R, b, "hour")?, ints(R, b, "gpu_us")?, ints(R, b, "allocated_gpu_us")?, ints(R, b, "util_gpu_us")?);

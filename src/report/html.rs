@@ -368,10 +368,11 @@ impl MonthPage<'_> {
 
 /// The pool per day of `window` for the page's time series.
 pub async fn pool_days(ctx: &datafusion::prelude::SessionContext, queries: &crate::queries::Queries, window: &crate::domain::window::Window) -> super::Result<Vec<PoolDay>> {
-    use super::columns::{ints, strs, window_params};
+    use super::columns::{ints, strs};
     let r = "daily_pool";
     let mut out = Vec::new();
-    for b in &crate::engine::run_query(ctx, r, &queries.get(r)?, window_params(window)).await? {
+    // From the 15-minute sums (the lake's rollups where current), a week at a time.
+    for b in &super::gpu_buckets::query(ctx, queries, r, window).await? {
         let (date, all, alloc, util) = (strs(r, b, "date")?, ints(r, b, "gpu_us")?, ints(r, b, "allocated_gpu_us")?, ints(r, b, "util_gpu_us")?);
         let known = ints(r, b, "util_known_gpu_us")?;
         for i in 0..b.num_rows() {

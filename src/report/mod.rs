@@ -7,6 +7,7 @@ pub mod columns;
 pub mod completeness;
 pub mod events;
 pub mod focus;
+pub mod gpu_buckets;
 pub mod heatmap;
 pub mod html;
 pub mod idle;

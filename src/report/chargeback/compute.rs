@@ -98,7 +98,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         match &only_cluster {
             Some(c) => {
                 for b in buckets.batches {
-                    gathered.push(of_cluster(&b, c)?);
+                    gathered.push(crate::report::gpu_buckets::of_cluster(&b, c, R)?);
                 }
             }
             None => gathered.extend(buckets.batches),
@@ -191,10 +191,3 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     })
 }
 
-/// The bucket rows of `b` in `cluster` (`--cluster`).
-fn of_cluster(b: &arrow::array::RecordBatch, cluster: &str) -> Result<arrow::array::RecordBatch> {
-    let names = arrow::compute::cast(b.column_by_name("cluster").ok_or_else(|| shape("gpu_buckets without cluster"))?, &arrow::datatypes::DataType::Utf8)
-        .map_err(|source| ReportError::Arrow { report: "chargeback", source })?;
-    let keep: arrow::array::BooleanArray = names.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| shape("cluster as text"))?.iter().map(|n| Some(n == Some(cluster))).collect();
-    arrow::compute::filter_record_batch(b, &keep).map_err(|source| ReportError::Arrow { report: "chargeback", source })
-}
