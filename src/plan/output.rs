@@ -18,6 +18,11 @@ fn dec(v: f64, decimals: u32) -> Cell {
     Cell::Dec { units: (v * 10f64.powi(decimals as i32)).round() as i128, decimals }
 }
 
+/// `n` empty cells.
+fn nulls(n: usize) -> impl Iterator<Item = Cell> {
+    std::iter::repeat_n(Cell::Null, n)
+}
+
 fn minutes(s: f64) -> Cell {
     dec(s / 60.0, 1)
 }
@@ -112,22 +117,13 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
         per_ns.rows.push(vec![
             Cell::Str(sc.name.clone()),
             Cell::Str(UNALLOCATED.into()),
-            Cell::Null,
-            Cell::Null,
-            Cell::Null,
-            Cell::Null,
-            Cell::Null,
-            Cell::Null,
-            Cell::Null,
-            Cell::Null,
-            Cell::Null,
-            dec(unalloc, 1),
-            Cell::Null,
-            dec(sc.summary.idle.energy_kwh, 1),
-            dec(sc.summary.idle.power_cost, 2),
-            dec(sc.summary.idle.cloud_cost, 2),
-            dec(basis_cost(sc.summary.idle.power_cost, sc.summary.idle.cloud_cost), 2),
         ]);
+        let row = per_ns.rows.last_mut().expect("just pushed");
+        // No class, quota, pods, waits or pending demand: GPU-hours and cost only.
+        row.extend(nulls(9));
+        row.extend([dec(unalloc, 1), Cell::Null]);
+        let idle = &sc.summary.idle;
+        row.extend([dec(idle.energy_kwh, 1), dec(idle.power_cost, 2), dec(idle.cloud_cost, 2), dec(basis_cost(idle.power_cost, idle.cloud_cost), 2)]);
     }
     per_ns.notes.push(cal_line.clone());
     per_ns.notes.push(format!(
@@ -290,19 +286,10 @@ pub fn calibration(plan: &Plan, config: &Config) -> Report {
         dec(rec.pool_hours() - rec.gpu_hours(), 1),
         dec(base.pool_hours() - base.gpu_hours(), 1),
         pct(diff_pct(rec.pool_hours() - rec.gpu_hours(), base.pool_hours() - base.gpu_hours())),
-        Cell::Null,
-        Cell::Null,
-        Cell::Null,
-        Cell::Null,
-        Cell::Null,
-        Cell::Null,
-        Cell::Null,
-        Cell::Null,
-        Cell::Null,
-        dec(charged(UNALLOCATED), 2),
-        dec(idle_replayed, 2),
-        pct(diff_pct(charged(UNALLOCATED), idle_replayed)),
     ]);
+    let row = r.rows.last_mut().expect("just pushed");
+    row.extend(nulls(9));
+    row.extend([dec(charged(UNALLOCATED), 2), dec(idle_replayed, 2), pct(diff_pct(charged(UNALLOCATED), idle_replayed))]);
     let total = diff_pct(rec.gpu_hours(), base.gpu_hours()).map(zero_small);
     // The rows above add up to it: the pool's GPU-hours and every GPU's cost.
     r.total = Some(vec![

@@ -37,22 +37,32 @@ pub async fn query(ctx: &SessionContext, queries: &Queries, name: &'static str, 
             Some(c) => buckets.batches.iter().map(|b| of_cluster(b, c, name)).collect::<Result<Vec<_>>>()?,
             None => buckets.batches,
         };
-        // The batches dealt round-robin over the session's partitions.
-        let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); threads.max(1)];
-        for (i, b) in batches.into_iter().enumerate() {
-            partitions[i % threads.max(1)].push(b);
-        }
-        crate::engine::register_batches(ctx, TABLE, schema(), partitions)?;
-        let (view, select) = crate::queries::BUCKET_VIEW;
-        let result = match crate::engine::register_view(ctx, view, select).await {
+        let result = match register(ctx, batches, threads).await {
             Ok(()) => crate::engine::run_query(ctx, name, &sql, window_params(&piece)).await.map_err(ReportError::from),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         };
-        let _ = ctx.deregister_table(view);
-        let _ = ctx.deregister_table(TABLE);
+        deregister(ctx);
         out.extend(result?);
     }
     Ok(out)
+}
+
+/// Registers bucket rows as the table `gpu_buckets` (dealt round-robin over the session's
+/// partitions) and the view `gpu_bucket_time` over it; `deregister` takes both away.
+pub async fn register(ctx: &SessionContext, batches: Vec<RecordBatch>, threads: usize) -> Result<()> {
+    let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); threads.max(1)];
+    for (i, b) in batches.into_iter().enumerate() {
+        partitions[i % threads.max(1)].push(b);
+    }
+    crate::engine::register_batches(ctx, TABLE, schema(), partitions)?;
+    let (view, select) = crate::queries::BUCKET_VIEW;
+    crate::engine::register_view(ctx, view, select).await?;
+    Ok(())
+}
+
+pub fn deregister(ctx: &SessionContext) {
+    let _ = ctx.deregister_table(crate::queries::BUCKET_VIEW.0);
+    let _ = ctx.deregister_table(TABLE);
 }
 
 /// The bucket rows of `b` in `cluster` (`--cluster`).

@@ -42,21 +42,13 @@ async fn price_buckets(
     batches: Vec<arrow::array::RecordBatch>,
     threads: usize,
 ) -> Result<(datafusion::arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>, (i64, i64, i64))> {
-    // The batches dealt round-robin over the session's partitions.
-    let mut partitions: Vec<Vec<arrow::array::RecordBatch>> = vec![Vec::new(); threads.max(1)];
-    for (i, b) in batches.into_iter().enumerate() {
-        partitions[i % threads.max(1)].push(b);
-    }
-    crate::engine::register_batches(ctx, crate::lake::passes::gpu_buckets::TABLE, crate::lake::passes::gpu_buckets::schema(), partitions)?;
-    let (view, select) = crate::queries::BUCKET_VIEW;
-    crate::engine::register_view(ctx, view, select).await?;
+    crate::report::gpu_buckets::register(ctx, batches, threads).await?;
     let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await;
     let totals = match priced {
         Ok(_) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
         Err(_) => Ok(None),
     };
-    let _ = ctx.deregister_table(view);
-    let _ = ctx.deregister_table(crate::lake::passes::gpu_buckets::TABLE);
+    crate::report::gpu_buckets::deregister(ctx);
     let (schema, priced) = priced?;
     let totals = totals?.unwrap_or_default();
     let t = totals.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
