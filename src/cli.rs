@@ -66,6 +66,12 @@ pub enum Command {
     Query(QueryArgs),
     /// List the tables and views a query can use, with each column's meaning.
     Tables,
+    /// Serve the lake, read-only, over the PostgreSQL wire protocol (BI tools, psql, drivers).
+    ///
+    /// Password logins (SCRAM-SHA-256) from a users file; TLS from PEM files; every write,
+    /// COPY and SET of an engine option refused. Days the collector publishes while it runs
+    /// show up without a restart (docs/bi.md).
+    Serve(ServeArgs),
     /// Validate the config and reach every configured source; say what is wrong and where.
     Check,
     /// Bring the lake's 15-minute rollups of gpu_samples up to date.
@@ -266,6 +272,25 @@ pub struct PlanArgs {
     /// Write to this file (a folder for parquet: one file per section) instead of stdout.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on, e.g. 0.0.0.0:5432 (overrides `serve.listen`; default loopback).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// One `user:password` line per user (overrides `serve.users_file`).
+    #[arg(long, value_name = "FILE")]
+    pub users: Option<PathBuf>,
+    /// PEM certificate chain for TLS (overrides `serve.tls_cert`; needs --tls-key).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for TLS (overrides `serve.tls_key`).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Connections served at once (overrides `serve.max_connections`).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
 }
 
 #[derive(Debug, Args)]

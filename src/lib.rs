@@ -25,4 +25,5 @@ pub mod queries;
 pub mod redact;
 pub mod render;
 pub mod report;
+pub mod serve;
 pub mod simulate;

@@ -55,6 +55,27 @@ fn cronjob_arguments_are_gpuledger_command_lines() {
     }
 }
 
+/// The serve Deployment: its arguments parse, the users file is where the config says (the
+/// Secret's mount), it listens beyond loopback on the port its Service targets, and runs as
+/// the CronJobs do.
+#[test]
+fn serve_deployment_matches_the_config() {
+    let text = read("deploy/kubernetes/serve.yaml");
+    let line = text.lines().find(|l| l.trim_start().starts_with("args:")).expect("args");
+    let args: Vec<String> = serde_json::from_str(line.split_once(':').unwrap().1.trim()).unwrap();
+    let cli = gpuledger::cli::Cli::try_parse_from(std::iter::once("gpuledger".to_string()).chain(args)).unwrap();
+    assert!(matches!(cli.command, gpuledger::cli::Command::Serve(_)));
+    let config = Config::parse(&configmap_toml("deploy/kubernetes/configmap.yaml"), "configmap").unwrap();
+    assert_eq!(config.serve.listen, "0.0.0.0:5432");
+    let users = config.serve.users_file.expect("serve.users_file");
+    let (dir, file) = (users.parent().unwrap().to_str().unwrap(), users.file_name().unwrap().to_str().unwrap());
+    assert!(text.contains(&format!("mountPath: {dir}")) && text.contains("secretName: gpuledger-serve-users"), "the users Secret is mounted at {dir}");
+    assert!(read("deploy/kubernetes/secret-serve-users.yaml").contains(&format!("{file}: |")), "the Secret holds {file}");
+    for needle in ["kind: Service", "containerPort: 5432", "targetPort: postgres", "runAsNonRoot: true", "readOnlyRootFilesystem: true", "claimName: gpuledger-lake", "GPULEDGER_CONFIG"] {
+        assert!(text.contains(needle), "serve.yaml lacks {needle}");
+    }
+}
+
 #[test]
 fn image_is_multi_stage_and_non_root_and_kustomization_is_complete() {
     let docker = read("deploy/Dockerfile");

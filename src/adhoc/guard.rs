@@ -43,7 +43,7 @@ fn classify(statement: &DfStatement) -> Result<&'static str, GuardError> {
     }
 }
 
-fn classify_sql(statement: &Statement) -> Result<&'static str, GuardError> {
+pub(crate) fn classify_sql(statement: &Statement) -> Result<&'static str, GuardError> {
     match statement {
         // A query may still write: `WITH x AS (...) INSERT ...` parses as a query whose body is
         // the INSERT, and `SELECT ... INTO t` creates a table.

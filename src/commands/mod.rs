@@ -8,7 +8,7 @@ mod simulate;
 
 pub use failure::{exit_code_for, one_line};
 use lake_cmds::{check_cmd, collect_cmd, rollup_cmd};
-use query::{query, tables};
+use query::{query, serve, tables};
 use reports::{plan_cmd, report_cmd, run_cmd};
 use simulate::{demo, simulate};
 
@@ -22,7 +22,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::adhoc;
 use crate::check;
-use crate::cli::{Cli, CollectArgs, Command, DemoArgs, PlanArgs, QueryArgs, ReportArgs, RollupArgs, RunArgs, SimulateArgs, WindowArgs};
+use crate::cli::{Cli, CollectArgs, Command, DemoArgs, PlanArgs, QueryArgs, ReportArgs, RollupArgs, RunArgs, ServeArgs, SimulateArgs, WindowArgs};
 use crate::cronjob;
 use crate::exit::{IncompleteData, UsageError};
 use crate::config::Config;
@@ -128,6 +128,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Plan(args) => runtime.block_on(plan_cmd(&ctx, args)),
         Command::Query(args) => runtime.block_on(query(&ctx, args)),
         Command::Tables => runtime.block_on(tables(&ctx)),
+        Command::Serve(args) => runtime.block_on(serve(&ctx, args)),
         Command::Check => runtime.block_on(check_cmd(&ctx)),
         Command::Rollup(args) => rollup_cmd(&ctx, &args),
         Command::Completions { .. } | Command::Manpage => unreachable!("answered before the config is loaded"),

@@ -1,4 +1,4 @@
-//! `query` (read-only ad hoc SQL, or the interactive prompt) and `tables`.
+//! `query` (read-only ad hoc SQL, or the interactive prompt), `tables` and `serve`.
 
 #[allow(unused_imports)]
 use super::*;
@@ -56,4 +56,15 @@ pub(super) async fn tables(ctx: &Context_) -> Result<()> {
     out.write_all(adhoc::catalog::render(&docs).as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+pub(super) async fn serve(ctx: &Context_, args: ServeArgs) -> Result<()> {
+    require_lake(&ctx.lake)?;
+    let mut options = crate::serve::ServeOptions::from_config(&ctx.config);
+    options.listen = args.listen.unwrap_or(options.listen);
+    options.users_file = args.users.or(options.users_file);
+    options.tls_cert = args.tls_cert.or(options.tls_cert);
+    options.tls_key = args.tls_key.or(options.tls_key);
+    options.max_connections = args.max_connections.unwrap_or(options.max_connections).max(1);
+    crate::serve::serve(ctx.lake.clone(), ctx.config.clone(), ctx.session.clone(), options).await
 }

@@ -45,6 +45,12 @@ impl Default for RunConfig {
     }
 }
 
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig { listen: "127.0.0.1:5432".into(), users_file: None, tls_cert: None, tls_key: None, max_connections: 64, statement_timeout_secs: 300 }
+    }
+}
+
 impl Default for S3Config {
     fn default() -> Self {
         S3Config { endpoint: None, region: None, path_style: false, allow_http: false, credentials_file: None, profile: None, lock_ttl_secs: 300, retries: 4, retry_timeout_secs: 30 }
@@ -185,6 +191,7 @@ impl Default for Config {
             idle: IdleConfig::default(),
             focus: FocusConfig::default(),
             plan: PlanConfig::default(),
+            serve: ServeConfig::default(),
             quotas: BTreeMap::new(),
             teams: BTreeMap::new(),
             chargeback_by: Default::default(),

@@ -19,7 +19,7 @@ impl Config {
                 if config.run.reports_dir.is_relative() {
                     config.run.reports_dir = base.join(&config.run.reports_dir);
                 }
-                for p in [&mut config.queries.dir, &mut config.lake.s3.credentials_file, &mut config.prometheus.bearer_token_file, &mut config.prometheus.basic_auth_password_file, &mut config.prometheus.ca_file] {
+                for p in [&mut config.queries.dir, &mut config.lake.s3.credentials_file, &mut config.prometheus.bearer_token_file, &mut config.prometheus.basic_auth_password_file, &mut config.prometheus.ca_file, &mut config.serve.users_file, &mut config.serve.tls_cert, &mut config.serve.tls_key] {
                     if let Some(dir) = p.as_mut().filter(|d| d.is_relative()) {
                         *dir = base.join(&*dir);
                     }

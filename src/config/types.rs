@@ -31,6 +31,7 @@ pub struct Config {
     pub idle: IdleConfig,
     pub focus: FocusConfig,
     pub plan: PlanConfig,
+    pub serve: ServeConfig,
     /// namespace -> GPU quota, for namespaces without a ResourceQuota.
     pub quotas: BTreeMap<String, u32>,
     /// namespace -> team, or `{ team, cost_centre }`; wins over namespace labels.
@@ -140,6 +141,24 @@ pub struct RunConfig {
     /// Exit 3 ("data incomplete") when a source has less than this share of its expected
     /// samples for the month; 0 turns the check off.
     pub min_completeness_pct: f64,
+}
+
+/// `gpuledger serve`: the lake over the PostgreSQL wire protocol, read-only.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Address to listen on (`--listen`); loopback by default.
+    pub listen: String,
+    /// One `user:password` line per user (`--users`; a mounted Secret). Required.
+    pub users_file: Option<PathBuf>,
+    /// PEM certificate chain and private key (PKCS#8, PKCS#1 or SEC1) for TLS; both or neither.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Connections served at once; one more is refused with SQLSTATE 53300.
+    pub max_connections: usize,
+    /// The longest a statement may run (a client's `SET statement_timeout` may lower it, never
+    /// raise it); 0 takes `engine.query_timeout_secs`.
+    pub statement_timeout_secs: u64,
 }
 
 /// `gpuledger plan`: what the lake does not record about the scheduler.
@@ -437,10 +456,10 @@ pub struct EngineConfig {
     /// "4G"; "0" for no spilling at all.
     #[serde(deserialize_with = "spill_limit")]
     pub spill_limit: MemorySize,
-    /// Most rows an ad hoc query (`query`, and `serve`) may return.
+    /// Most rows an ad hoc query (`query`) may return.
     pub max_result_rows: u64,
-    /// Most bytes (Arrow's in-memory size) an ad hoc query may return, e.g. "256M" (never
-    /// unbounded: a result is always bounded).
+    /// Most bytes (Arrow's in-memory size) an ad hoc query (`query`) may return, e.g. "256M"
+    /// (never unbounded: a result is always bounded).
     #[serde(deserialize_with = "max_result_bytes")]
     pub max_result_bytes: MemorySize,
 }

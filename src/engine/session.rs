@@ -117,6 +117,41 @@ impl SessionBuilder {
         self.session(None)
     }
 
+    /// `base` (its tables, views, functions and settings) with a memory pool and spill space of
+    /// its own, and `keep` held for as long as anything runs in it: `serve` gives each statement
+    /// the engine's limits, and keeps the lake snapshot it reads until its last row is sent.
+    pub fn fresh_runtime<T: Send + Sync + 'static>(&self, base: &SessionContext, keep: Arc<T>) -> Result<SessionContext> {
+        let state = base.state();
+        let config = state.config().clone().with_extension(keep);
+        let lake = session_lake(base);
+        let runtime = self.runtime(lake.as_deref())?;
+        let state = datafusion::execution::session_state::SessionStateBuilder::new_from_existing(state).with_config(config).with_runtime_env(runtime).build();
+        Ok(SessionContext::new_with_state(state))
+    }
+
+    /// The memory pool, the spill space and, for a lake on S3, its object store.
+    fn runtime(&self, lake: Option<&Lake>) -> Result<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
+        let mut runtime = RuntimeEnvBuilder::new();
+        if let Some(bytes) = self.memory_limit {
+            runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(bytes)));
+        }
+        // Spill files count against engine.spill_limit: a query that would fill the disk fails.
+        use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+        runtime = runtime.with_disk_manager_builder(match self.spill_limit {
+            Some(bytes) => DiskManagerBuilder::default().with_max_temp_directory_size(bytes),
+            None => DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+        });
+        let runtime = runtime.build_arc().map_err(EngineError::Runtime)?;
+        #[cfg(feature = "s3")]
+        if let Some(crate::lake::store::Store::S3(s3)) = lake.map(|l| l.store()) {
+            let (url, store) = s3.datafusion_store()?;
+            runtime.register_object_store(&url, store);
+        }
+        #[cfg(not(feature = "s3"))]
+        let _ = lake;
+        Ok(runtime)
+    }
+
     fn session(&self, lake: Option<&Lake>) -> Result<SessionContext> {
         let mut config = SessionConfig::new()
             .with_target_partitions(self.target_partitions)
@@ -139,22 +174,7 @@ impl SessionBuilder {
             }
         }
         config = config.with_extension(Arc::new(self.result_limits));
-        let mut runtime = RuntimeEnvBuilder::new();
-        if let Some(bytes) = self.memory_limit {
-            runtime = runtime.with_memory_pool(Arc::new(FairSpillPool::new(bytes)));
-        }
-        // Spill files count against engine.spill_limit: a query that would fill the disk fails.
-        use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
-        runtime = runtime.with_disk_manager_builder(match self.spill_limit {
-            Some(bytes) => DiskManagerBuilder::default().with_max_temp_directory_size(bytes),
-            None => DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
-        });
-        let runtime = runtime.build_arc().map_err(EngineError::Runtime)?;
-        #[cfg(feature = "s3")]
-        if let Some(crate::lake::store::Store::S3(s3)) = lake.map(|l| l.store()) {
-            let (url, store) = s3.datafusion_store()?;
-            runtime.register_object_store(&url, store);
-        }
+        let runtime = self.runtime(lake)?;
         let ctx = SessionContext::new_with_config_rt(config, runtime);
         // A value `repeat` builds is outside the memory pool: bound it to a quarter of it (the
         // in-process engine; a Ballista executor has its own functions).

@@ -1,0 +1,189 @@
+//! What `serve` reads: the lake as one consistent snapshot, renewed when the lake changes.
+//!
+//! The collector publishes a day by renaming a new file over the old one. A query that listed
+//! the old file and then read the new one would fail, or mix two versions. So on local disk
+//! each view of the lake is a snapshot: hard links to every published file under
+//! `<lake>/.snapshots/`, made in milliseconds and taking no space. A running query keeps
+//! reading its snapshot (it is removed when the last query on it ends); the next statement
+//! after a change gets a new one. Where hard links cannot be made (a lake on object storage, a
+//! read-only mount), the view reads the lake itself, and says so once in the log.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use datafusion::prelude::SessionContext;
+use datafusion_postgres::auth::AuthManager;
+use datafusion_postgres::datafusion_pg_catalog::pg_catalog::setup_pg_catalog;
+use datafusion_postgres::DfSessionService;
+
+use crate::config::Config;
+use crate::engine::{EngineError, SessionBuilder};
+use crate::lake::{Lake, Table};
+
+/// The folder under the lake's root that holds `serve`'s snapshots.
+pub const SNAPSHOTS_DIR: &str = ".snapshots";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    #[error("listing the lake at {dir}: {source}")]
+    List { dir: String, source: std::io::Error },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("setting up pg_catalog: {0}")]
+    Catalog(String),
+}
+
+/// Every published file of the lake with its size, time and inode: two equal fingerprints
+/// mean the same lake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint(Vec<(PathBuf, u64, Option<SystemTime>, u64)>);
+
+fn fingerprint(lake: &Lake) -> Result<Fingerprint, ViewError> {
+    let mut files = Vec::new();
+    for table in Table::ALL {
+        let list = |source| ViewError::List { dir: lake.table_dir(table).display().to_string(), source };
+        for path in lake.files(table).map_err(list)? {
+            let meta = if lake.is_local() { std::fs::metadata(&path).ok() } else { None };
+            use std::os::unix::fs::MetadataExt;
+            files.push((path, meta.as_ref().map_or(0, |m| m.len()), meta.as_ref().and_then(|m| m.modified().ok()), meta.as_ref().map_or(0, |m| m.ino())));
+        }
+    }
+    Ok(Fingerprint(files))
+}
+
+/// Hard links to one version of every published file; removed with its last user.
+#[derive(Debug)]
+pub struct Snapshot {
+    dir: Option<PathBuf>,
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                tracing::warn!("removing the lake snapshot {}: {e}", dir.display());
+            }
+        }
+    }
+}
+
+/// One version of the lake with its session (tables, views, config tables, pg_catalog).
+pub struct View {
+    fingerprint: Fingerprint,
+    ctx: SessionContext,
+    snapshot: Arc<Snapshot>,
+    pub parser: Arc<datafusion_postgres::Parser>,
+}
+
+/// The lake as `serve` shows it: the current [`View`], renewed when the lake changes.
+pub struct LakeViews {
+    lake: Lake,
+    config: Config,
+    builder: SessionBuilder,
+    current: Mutex<Option<Arc<View>>>,
+    renew: tokio::sync::Mutex<()>,
+    /// Whether snapshots can be made here; turned off (with one warning) at the first failure.
+    snapshots: Mutex<bool>,
+    serial: AtomicU64,
+}
+
+impl LakeViews {
+    pub fn new(lake: Lake, config: Config, builder: SessionBuilder) -> Self {
+        let snapshots = lake.is_local();
+        if snapshots {
+            remove_stale_snapshots(&lake.root().join(SNAPSHOTS_DIR));
+        }
+        LakeViews { lake, config, builder, current: Mutex::new(None), renew: tokio::sync::Mutex::new(()), snapshots: Mutex::new(snapshots), serial: AtomicU64::new(0) }
+    }
+
+    /// The view for the lake as it is now (the current one if nothing changed).
+    pub async fn current(&self) -> Result<Arc<View>, ViewError> {
+        let _one_at_a_time = self.renew.lock().await;
+        let now = fingerprint(&self.lake)?;
+        if let Some(view) = self.current.lock().unwrap().as_ref().filter(|v| v.fingerprint == now) {
+            return Ok(view.clone());
+        }
+        let view = Arc::new(self.build(now).await?);
+        *self.current.lock().unwrap() = Some(view.clone());
+        Ok(view)
+    }
+
+    /// The last view built (for what needs no lake: a statement's parameter types).
+    pub fn latest(&self) -> Option<Arc<View>> {
+        self.current.lock().unwrap().clone()
+    }
+
+    /// A query service over `view` with a memory pool of its own (the engine's limit per
+    /// statement) that keeps the view's snapshot while anything of it runs.
+    pub fn service(&self, view: &View) -> Result<DfSessionService, ViewError> {
+        let ctx = self.builder.fresh_runtime(&view.ctx, view.snapshot.clone())?;
+        Ok(DfSessionService::new(Arc::new(ctx)))
+    }
+
+    async fn build(&self, fingerprint: Fingerprint) -> Result<View, ViewError> {
+        let started = std::time::Instant::now();
+        let snapshot = self.snapshot(&fingerprint);
+        let lake = match &snapshot.dir {
+            Some(dir) => Lake::new(dir),
+            None => self.lake.clone(),
+        };
+        let ctx = self.builder.build(&lake, &self.config).await?;
+        setup_pg_catalog(&ctx, "datafusion", Arc::new(AuthManager::new())).map_err(|e| ViewError::Catalog(e.to_string()))?;
+        let service = DfSessionService::new(Arc::new(ctx.clone()));
+        let parser = <DfSessionService as datafusion_postgres::pgwire::api::query::ExtendedQueryHandler>::query_parser(&service);
+        tracing::info!("serving the lake with {} files{} ({} ms)", fingerprint.0.len(), if snapshot.dir.is_some() { " (a snapshot)" } else { "" }, started.elapsed().as_millis());
+        Ok(View { fingerprint, ctx, snapshot: Arc::new(snapshot), parser })
+    }
+
+    /// Hard links to the fingerprint's files; none (the lake read in place) where that fails.
+    fn snapshot(&self, fingerprint: &Fingerprint) -> Snapshot {
+        if !*self.snapshots.lock().unwrap() {
+            return Snapshot { dir: None };
+        }
+        let name = format!("{}-{}", std::process::id(), self.serial.fetch_add(1, Ordering::Relaxed));
+        let dir = self.lake.root().join(SNAPSHOTS_DIR).join(name);
+        match link_all(self.lake.root(), &dir, fingerprint) {
+            Ok(()) => Snapshot { dir: Some(dir) },
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                tracing::warn!(
+                    "cannot snapshot the lake under {} ({e}): reading it in place, so a day the collector republishes while a query reads it can fail that query",
+                    dir.display()
+                );
+                *self.snapshots.lock().unwrap() = false;
+                Snapshot { dir: None }
+            }
+        }
+    }
+}
+
+fn link_all(root: &Path, dir: &Path, fingerprint: &Fingerprint) -> std::io::Result<()> {
+    for (path, ..) in &fingerprint.0 {
+        let rel = path.strip_prefix(root).map_err(|_| std::io::Error::other(format!("{} is outside the lake", path.display())))?;
+        let to = dir.join(rel);
+        std::fs::create_dir_all(to.parent().expect("a file in a table folder"))?;
+        match std::fs::hard_link(path, &to) {
+            Ok(()) => {}
+            // Republished (or removed) since the fingerprint: the next statement sees the change
+            // and makes a new snapshot; this one goes without the file.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // A lake with no files yet still gets its folder.
+    std::fs::create_dir_all(dir)
+}
+
+/// Snapshots a server left behind when it was killed (a day old: no statement runs that long).
+fn remove_stale_snapshots(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let day = Duration::from_secs(24 * 3600);
+    for e in entries.flatten() {
+        let old = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age > day);
+        if old {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! `gpuledger serve` with real PostgreSQL clients, each started by the test: psql (Debian
+//! postgresql-client), Python's psycopg and pandas through SQLAlchemy, node-postgres (npm `pg`)
+//! and the PostgreSQL JDBC driver (Debian libpostgresql-jdbc-java, what DBeaver, Metabase and
+//! Tableau use). Each lists the tables, runs the cookbook's first question and gets the
+//! chargeback's number to the cent, has a write refused and a wrong password refused.
+//!
+//! A client that is not installed skips with a note, unless `GPULEDGER_REQUIRE_PG_CLIENTS` is
+//! set (CI, where `.ci/run` installs them): `GPULEDGER_PG_PYTHON` (a Python with psycopg,
+//! pandas and SQLAlchemy), `GPULEDGER_NODE_PATH` (a node_modules with `pg`),
+//! `GPULEDGER_JDBC_JAR` (default /usr/share/java/postgresql.jar).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const MONTH: &str = "2026-10";
+const TEAM: &str = "foundation-models";
+const TEAM_NS: &str = "team-llm";
+const USER: &str = "finance";
+const PASSWORD: &str = "correct horse battery";
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    /// The chargeback report's cloud_cost of the team's namespace, in cents.
+    cloud_cents: i64,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        common::run_ok(&dir, &["simulate", "--out", "s", "--gpus", "16", "--days", "3", "--seed", "7", "--start", "2026-10-01"]);
+        let out = common::run_ok(&dir, &["--config", "s/gpuledger.toml", "report", "chargeback", "--from", "2026-10-01", "--to", "2026-10-04", "--format", "csv"]);
+        let (header, rows) = common::parse_csv(&common::stdout(&out));
+        let col = |k: &str| header.iter().position(|h| h == k).unwrap();
+        let row = rows.iter().find(|r| r[col("namespace")] == TEAM_NS).expect("the team's row");
+        let cloud_cents = (row[col("cloud_cost")].parse::<f64>().unwrap() * 100.0).round() as i64;
+        assert!(cloud_cents > 0);
+        std::fs::write(dir.join("users.txt"), format!("# who may read the lake\n{USER}:{PASSWORD}\ngrafana:another one\n")).unwrap();
+        Fixture { _tmp: tmp, dir, cloud_cents }
+    })
+}
+
+fn cookbook_sql() -> PathBuf {
+    common::repo_root().join("queries/examples/01-team-cost.sql")
+}
+
+/// A running `gpuledger serve` on a free loopback port; killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(dir: &Path, config: &str, extra: &[&str]) -> Server {
+        let mut cmd = common::bin();
+        cmd.current_dir(dir).args(["--config", config, "serve", "--listen", "127.0.0.1:0", "--users", "users.txt"]).args(extra);
+        let mut child = cmd.stderr(Stdio::piped()).stdout(Stdio::null()).spawn().expect("spawn gpuledger serve");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut port = None;
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            log.lock().unwrap().push_str(&line);
+            log.lock().unwrap().push('\n');
+            if let Some(rest) = line.split("listening on 127.0.0.1:").nth(1) {
+                port = rest.split(' ').next().and_then(|p| p.parse().ok());
+                break;
+            }
+        }
+        let port = port.unwrap_or_else(|| panic!("serve did not start: {}", log.lock().unwrap()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        Server { child, port, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn server() -> Server {
+    Server::start(&fixture().dir, "s/gpuledger.toml", &[])
+}
+
+/// The client program, or None with a note (a failure where CI requires the clients).
+fn client(name: &str, found: bool, how: &str) -> bool {
+    if !found {
+        assert!(std::env::var_os("GPULEDGER_REQUIRE_PG_CLIENTS").is_none(), "{name} is not installed and GPULEDGER_REQUIRE_PG_CLIENTS is set ({how})");
+        eprintln!("SKIPPED: {name} is not installed ({how}; .ci/run installs it)");
+    }
+    found
+}
+
+fn works(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn psql(port: u16, password: &str, args: &[&str]) -> std::process::Output {
+    Command::new("psql")
+        .env("PGPASSWORD", password)
+        .env("PGCONNECT_TIMEOUT", "20")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", USER, "-d", "finance", "-X", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose"])
+        .args(args)
+        .output()
+        .expect("run psql")
+}
+
+/// The cookbook's first question with its parameters written in (psql's simple protocol).
+fn cookbook_literal() -> String {
+    std::fs::read_to_string(cookbook_sql()).unwrap().replace("$month", &format!("'{MONTH}'")).replace("$team", &format!("'{TEAM}'"))
+}
+
+fn cents(text: &str) -> i64 {
+    (text.trim().parse::<f64>().unwrap_or_else(|_| panic!("{text:?} is not a number")) * 100.0).round() as i64
+}
+
+fn assert_lists_the_lake(client: &str, tables: &[String]) {
+    for t in ["gpu_samples", "pods", "pending_samples", "quotas", "usage", "pod_runs"] {
+        assert!(tables.iter().any(|x| x == t), "{client} does not list {t}: {tables:?}");
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().unwrap_or_else(|| panic!("{v} is not a list")).iter().map(|x| x.as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn psql_lists_the_lake_answers_the_cookbook_and_is_refused_writes_and_a_wrong_password() {
+    if !client("psql", works(Command::new("psql").arg("--version")), "apt-get install postgresql-client") {
+        return;
+    }
+    let f = fixture();
+    let s = server();
+    // \dt: psql's own catalog queries, as a user types them.
+    let out = psql(s.port, PASSWORD, &["-c", "\\dt"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "\\dt: {}", String::from_utf8_lossy(&out.stderr));
+    for t in ["gpu_samples", "pods", "pending_samples", "quotas"] {
+        assert!(text.contains(t), "\\dt lists no {t}: {text}");
+    }
+    let out = psql(s.port, PASSWORD, &["-At", "-F", ",", "-c", &format!("SELECT SUM(cloud_cost) FROM ({}) q", cookbook_literal())]);
+    assert!(out.status.success(), "cookbook: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(cents(&String::from_utf8_lossy(&out.stdout)), f.cloud_cents, "psql: the team's cloud cost vs the chargeback");
+    for (sql, code) in [
+        ("DELETE FROM pods", "25006"),
+        ("INSERT INTO pods SELECT * FROM pods", "25006"),
+        ("COPY pods TO '/tmp/pods.csv'", "25006"),
+        ("SET datafusion.execution.target_partitions = 64", "42501"),
+        ("SELECT * FROM read_parquet('/etc/hostname')", "42501"),
+    ] {
+        let out = psql(s.port, PASSWORD, &["-c", sql]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(&format!("ERROR:  {code}")), "{sql}: want SQLSTATE {code}: {err}");
+    }
+    let out = psql(s.port, "not the password", &["-c", "SELECT 1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("password authentication failed"), "wrong password: {err}");
+    let log = s.log();
+    assert!(!log.contains(PASSWORD) && !log.contains("not the password"), "a password in the server's log: {log}");
+}
+
+#[test]
+fn psycopg_and_pandas_through_sqlalchemy() {
+    let py = std::env::var("GPULEDGER_PG_PYTHON").unwrap_or_else(|_| "python3".into());
+    if !client("psycopg, pandas and SQLAlchemy", works(Command::new(&py).args(["-c", "import psycopg, pandas, sqlalchemy"])), "pip install 'psycopg[binary]' pandas sqlalchemy; GPULEDGER_PG_PYTHON") {
+        return;
+    }
+    let f = fixture();
+    let s = server();
+    let script = common::repo_root().join("tests/pg_clients/python_clients.py");
+    let out = Command::new(&py).arg(script).args(client_args(s.port)).output().unwrap();
+    assert!(out.status.success(), "python clients: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_lists_the_lake("psycopg", &strings(&v["psycopg_tables"]));
+    assert_lists_the_lake("SQLAlchemy's inspector", &strings(&v["sqlalchemy_tables"]));
+    assert!(v["psycopg_rows"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(cents(v["psycopg_cloud_cost"].as_str().unwrap()), f.cloud_cents, "psycopg: the team's cloud cost vs the chargeback");
+    assert_eq!(cents(v["pandas_cloud_cost"].as_str().unwrap()), f.cloud_cents, "pandas: the team's cloud cost vs the chargeback");
+    assert!(strings(&v["pandas_columns"]).contains(&"gpu_model".to_string()), "{v}");
+    assert_eq!(v["psycopg_write"], "25006", "{v}");
+    assert_eq!(v["sqlalchemy_write"], "25006", "{v}");
+    assert!(v["psycopg_bad_password"].as_str().unwrap().contains("password authentication failed"), "{v}");
+}
+
+#[test]
+fn node_postgres() {
+    let node_path = std::env::var("GPULEDGER_NODE_PATH").unwrap_or_default();
+    let has_pg = works(Command::new("node").env("NODE_PATH", &node_path).args(["-e", "require('pg')"]));
+    if !client("node-postgres", has_pg, "npm install pg; GPULEDGER_NODE_PATH=<dir>/node_modules") {
+        return;
+    }
+    let f = fixture();
+    let s = server();
+    let script = common::repo_root().join("tests/pg_clients/node_client.js");
+    let out = Command::new("node").env("NODE_PATH", &node_path).arg(script).args(client_args(s.port)).output().unwrap();
+    assert!(out.status.success(), "node client: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_lists_the_lake("node-postgres", &strings(&v["tables"]));
+    assert_eq!(v["cloud_cost_cents"].as_i64(), Some(f.cloud_cents), "node-postgres: the team's cloud cost vs the chargeback: {v}");
+    assert_eq!(v["write"], "25006", "{v}");
+    let bad = v["bad_password"].as_str().unwrap();
+    assert!(bad.starts_with("28P01"), "{v}");
+}
+
+#[test]
+fn the_postgresql_jdbc_driver() {
+    let jar = std::env::var("GPULEDGER_JDBC_JAR").unwrap_or_else(|_| "/usr/share/java/postgresql.jar".into());
+    if !client("the PostgreSQL JDBC driver", Path::new(&jar).is_file() && works(Command::new("java").arg("-version")), "apt-get install libpostgresql-jdbc-java default-jre-headless") {
+        return;
+    }
+    let f = fixture();
+    let s = server();
+    let source = common::repo_root().join("tests/pg_clients/JdbcClient.java");
+    let out = Command::new("java").args(["-cp", &jar]).arg(source).args(client_args(s.port)).output().unwrap();
+    assert!(out.status.success(), "JDBC client: {}\n{}", String::from_utf8_lossy(&out.stderr), s.log());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_lists_the_lake("JDBC's DatabaseMetaData.getTables", &strings(&v["tables"]));
+    assert_eq!(cents(v["cloud_cost"].as_str().unwrap()), f.cloud_cents, "JDBC: the team's cloud cost vs the chargeback: {v}");
+    assert_eq!(v["write"], "25006", "{v}");
+    assert_eq!(v["bad_password"], "28P01", "{v}");
+}
+
+fn client_args(port: u16) -> Vec<String> {
+    vec!["127.0.0.1".into(), port.to_string(), USER.into(), PASSWORD.into(), cookbook_sql().display().to_string(), MONTH.into(), TEAM.into()]
+}
+
+/// One published file of the lake as the collector publishes it: the new version written
+/// beside it, then renamed over it.
+fn publish(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    let tmp = to.with_extension("parquet.tmp");
+    std::fs::copy(from, &tmp).unwrap();
+    std::fs::rename(&tmp, to).unwrap();
+}
+
+#[test]
+fn a_lake_that_changes_under_readers_gives_the_old_or_the_new_day_and_new_days_without_a_restart() {
+    if !client("psql", works(Command::new("psql").arg("--version")), "apt-get install postgresql-client") {
+        return;
+    }
+    // A lake of its own: this test rewrites it.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::run_ok(dir, &["simulate", "--out", "s", "--gpus", "16", "--days", "3", "--seed", "11", "--start", "2026-10-01", "--warmup-days", "0"]);
+    std::fs::copy(fixture().dir.join("users.txt"), dir.join("users.txt")).unwrap();
+    let lake = dir.join("s/lake/gpu_samples");
+    let day = |d: &str| lake.join(format!("date={d}/gpu_samples-{d}.parquet"));
+    // Two versions of 2 October: as collected, and a different (smaller) day's rows.
+    let versions = dir.join("versions");
+    std::fs::create_dir_all(&versions).unwrap();
+    std::fs::copy(day("2026-10-02"), versions.join("a.parquet")).unwrap();
+    let count = |s: &Server, sql: &str| -> Result<u64, String> {
+        let out = psql(s.port, PASSWORD, &["-At", "-c", sql]);
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    let s = Server::start(dir, "s/gpuledger.toml", &[]);
+    let of_day = "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-02'";
+    let rows_a = count(&s, of_day).unwrap();
+    // Version b: 2 October of a smaller simulated pool (8 GPUs), so fewer rows.
+    let small = tempfile::tempdir().unwrap();
+    common::run_ok(small.path(), &["simulate", "--out", "s", "--gpus", "8", "--days", "1", "--seed", "3", "--start", "2026-10-02", "--warmup-days", "0"]);
+    std::fs::copy(small.path().join("s/lake/gpu_samples/date=2026-10-02/gpu_samples-2026-10-02.parquet"), versions.join("b.parquet")).unwrap();
+    publish(&versions.join("b.parquet"), &day("2026-10-02"));
+    let rows_b = count(&s, of_day).unwrap();
+    assert!(rows_b < rows_a && rows_b > 0, "the two versions differ: {rows_a} vs {rows_b}");
+
+    // A reader in a loop while the day is republished, back and forth, as fast as it goes.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, versions, target) = (stop.clone(), versions.clone(), day("2026-10-02"));
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                publish(&versions.join(if n % 2 == 0 { "a.parquet" } else { "b.parquet" }), &target);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(3));
+            }
+            n
+        })
+    };
+    let sum_of_day = "SELECT COUNT(*) + CAST(SUM(util_pct) * 0 AS BIGINT) FROM gpu_samples WHERE date = '2026-10-02'";
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    while seen.len() < 40 && started.elapsed() < Duration::from_secs(120) {
+        seen.push(count(&s, sum_of_day));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let publishes = writer.join().unwrap();
+    assert!(publishes > 20, "the day was republished {publishes} times");
+    for r in &seen {
+        match r {
+            Ok(n) => assert!(*n == rows_a || *n == rows_b, "a read saw {n} rows: neither version ({rows_a} or {rows_b})"),
+            Err(e) => panic!("a read failed while the day was republished: {e}\n{}", s.log()),
+        }
+    }
+    assert!(seen.iter().any(|r| r == &Ok(rows_a)) || seen.iter().any(|r| r == &Ok(rows_b)));
+
+    // A new day, published while the server runs.
+    assert_eq!(count(&s, "SELECT COUNT(DISTINCT date) FROM gpu_samples").unwrap(), 3);
+    publish(&day("2026-10-03"), &day("2026-10-04"));
+    assert_eq!(count(&s, "SELECT COUNT(DISTINCT date) FROM gpu_samples").unwrap(), 4, "the new day without a restart");
+    assert_eq!(count(&s, "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-04'").unwrap(), count(&s, "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-03'").unwrap());
+    drop(s);
+    // The server's snapshots go with it.
+    let left: Vec<_> = std::fs::read_dir(dir.join("s/lake/.snapshots")).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    assert!(left.len() <= 1, "snapshots left behind: {left:?}");
+}
+
+#[test]
+fn a_statement_past_the_time_limit_and_a_connection_past_the_limit_are_refused() {
+    if !client("psql", works(Command::new("psql").arg("--version")), "apt-get install postgresql-client") {
+        return;
+    }
+    let f = fixture();
+    let config = f.dir.join("s/limits.toml");
+    let base = std::fs::read_to_string(f.dir.join("s/gpuledger.toml")).unwrap();
+    std::fs::write(&config, format!("{base}\n[serve]\nstatement_timeout_secs = 2\nmax_connections = 1\n")).unwrap();
+    let s = Server::start(&f.dir, "s/limits.toml", &[]);
+    // A cross join of every sample with every sample: minutes of work.
+    let heavy = "SELECT COUNT(*) FROM gpu_samples a, gpu_samples b WHERE a.util_pct + b.util_pct > 1";
+    let t = Instant::now();
+    let out = psql(s.port, PASSWORD, &["-c", heavy]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("57014"), "want 57014 (statement timeout): {err}");
+    assert!(t.elapsed() < Duration::from_secs(30), "the limit is 2 s; it took {:?}", t.elapsed());
+    // A client may ask for less, never more.
+    let out = psql(s.port, PASSWORD, &["-c", "SET statement_timeout = '10min'", "-c", heavy]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("57014"), "a client raised the server's limit");
+    let t = Instant::now();
+    let out = psql(s.port, PASSWORD, &["-c", "SET statement_timeout = '300ms'", "-c", heavy]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("57014") && t.elapsed() < Duration::from_millis(1900), "a client's shorter limit: {:?}", t.elapsed());
+
+    // One connection at a time: a second one, while the first sleeps in psql, is refused.
+    let mut first = Command::new("psql")
+        .env("PGPASSWORD", PASSWORD)
+        .args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "-U", USER, "-d", "finance", "-X", "-c", "SELECT 1", "-c", "\\! sleep 4"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = psql(s.port, PASSWORD, &["-c", "SELECT 1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("too many clients"), "a second connection: {err}");
+    assert!(first.wait().unwrap().success());
+    // Its slot is free again.
+    let out = psql(s.port, PASSWORD, &["-At", "-c", "SELECT 41 + 1"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn tls_from_pem_files() {
+    if !client("psql", works(Command::new("psql").arg("--version")), "apt-get install postgresql-client") {
+        return;
+    }
+    if !client("openssl", works(Command::new("openssl").arg("version")), "apt-get install openssl") {
+        return;
+    }
+    let f = fixture();
+    let tls = tempfile::tempdir().unwrap();
+    let (cert, key) = (tls.path().join("tls.crt"), tls.path().join("tls.key"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let s = Server::start(&f.dir, "s/gpuledger.toml", &["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()]);
+    assert!(s.log().contains("(TLS)"), "{}", s.log());
+    let out = Command::new("psql")
+        .env("PGPASSWORD", PASSWORD)
+        .arg(format!("host=127.0.0.1 port={} user={USER} dbname=finance sslmode=require", s.port))
+        // sslmode=require: psql refuses a server that does not speak TLS.
+        .args(["-X", "-At", "-c", "SELECT 6 * 7"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l == "42"), "over TLS: {text} {}", String::from_utf8_lossy(&out.stderr));
+    // Half a TLS configuration is an error, not a server without TLS.
+    let err = common::run_fail(&f.dir, &["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0", "--users", "users.txt", "--tls-cert", cert.to_str().unwrap()]);
+    assert!(err.contains("both a TLS certificate and key"), "{err}");
+}
+
+#[test]
+fn serve_without_users_or_with_a_bad_users_file_does_not_start() {
+    let f = fixture();
+    let err = common::run_fail(&f.dir, &["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0"]);
+    assert!(err.contains("serve needs a users file"), "{err}");
+    std::fs::write(f.dir.join("bad-users.txt"), "finance:pw\njust-a-name\n").unwrap();
+    let err = common::run_fail(&f.dir, &["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0", "--users", "bad-users.txt"]);
+    assert!(err.contains("bad-users.txt:2") && err.contains("user:password"), "{err}");
+}
+
+/// The Grafana dashboard (`deploy/grafana/gpuledger-month.json`): each panel's SQL, with the
+/// `month` variable as Grafana writes it in, through `serve`; the chargeback panel against the
+/// chargeback report to the cent, the idle panel against the simulator's ledger.
+#[test]
+fn the_grafana_dashboard_panels_run_through_serve() {
+    if !client("psql", works(Command::new("psql").arg("--version")), "apt-get install postgresql-client") {
+        return;
+    }
+    let f = fixture();
+    let s = server();
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(common::repo_root().join("deploy/grafana/gpuledger-month.json")).unwrap()).unwrap();
+    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(f.dir.join("s/ledger.json")).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert_eq!(panels.len(), 3);
+    let mut tables = Vec::new();
+    for p in panels {
+        let sql = p["targets"][0]["rawSql"].as_str().unwrap().replace("$month", MONTH);
+        let out = psql(s.port, PASSWORD, &["--csv", "-c", &sql]);
+        assert!(out.status.success(), "panel {}: {}", p["title"], String::from_utf8_lossy(&out.stderr));
+        let (header, rows) = common::parse_csv(&String::from_utf8_lossy(&out.stdout));
+        assert!(!rows.is_empty(), "panel {} is empty", p["title"]);
+        let rows: Vec<std::collections::BTreeMap<String, String>> = rows.into_iter().map(|r| header.iter().cloned().zip(r).collect()).collect();
+        tables.push(rows);
+    }
+    let of = |rows: &[std::collections::BTreeMap<String, String>], ns: &str, k: &str| -> f64 {
+        rows.iter().find(|r| r["namespace"] == ns).unwrap_or_else(|| panic!("no {ns} row"))[k].parse().unwrap()
+    };
+    assert_eq!((of(&tables[0], TEAM_NS, "cloud_cost") * 100.0).round() as i64, f.cloud_cents, "chargeback panel vs the chargeback report");
+    let ledger_h = |ns: &str, k: &str| ledger["namespaces"][ns][k].as_f64().unwrap();
+    let unallocated = of(&tables[1], "__unallocated__", "idle_gpu_hours");
+    assert!((unallocated - ledger_h("__unallocated__", "gpu_hours")).abs() <= 0.005 * ledger_h("__unallocated__", "gpu_hours") + 0.05, "unallocated {unallocated} vs ledger");
+    let total: f64 = tables[1].iter().map(|r| r["gpu_hours"].parse::<f64>().unwrap()).sum();
+    let pool = ledger["cluster_gpu_seconds"].as_f64().unwrap() / 3600.0;
+    assert!((total - pool).abs() <= 0.05 * tables[1].len() as f64 + 1e-6, "idle panel's GPU-hours {total} vs the pool {pool}");
+    let max_wait = of(&tables[2], TEAM_NS, "max_wait_min");
+    assert!((max_wait * 60.0 - ledger_h(TEAM_NS, "wait_max_s")).abs() <= 3.0 + 1e-9, "max wait {max_wait} min vs ledger {} s", ledger_h(TEAM_NS, "wait_max_s"));
+}
