@@ -38,6 +38,7 @@ fn fixture() -> &'static Fixture {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         common::run_ok(&dir, &["simulate", "--out", "s", "--gpus", "16", "--days", "3", "--seed", "7", "--start", "2026-10-01"]);
+        std::fs::write(dir.join("s/gpuledger.toml"), format!("[lake]\npath = \"lake\"\n\n[teams]\n{TEAM_NS} = \"{TEAM}\"\n")).unwrap();
         let out = common::run_ok(&dir, &["--config", "s/gpuledger.toml", "report", "chargeback", "--from", "2026-10-01", "--to", "2026-10-04", "--format", "csv"]);
         let (header, rows) = common::parse_csv(&common::stdout(&out));
         let col = |k: &str| header.iter().position(|h| h == k).unwrap();
@@ -177,7 +178,7 @@ fn psql_lists_the_lake_answers_the_cookbook_and_is_refused_writes_and_a_wrong_pa
     }
     let out = psql(s.port, "not the password", &["-c", "SELECT 1"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("password authentication failed"), "wrong password: {err}");
+    assert!(!out.status.success() && err.to_lowercase().contains("password authentication failed"), "wrong password: {err}");
     let log = s.log();
     assert!(!log.contains(PASSWORD) && !log.contains("not the password"), "a password in the server's log: {log}");
 }
@@ -202,7 +203,7 @@ fn psycopg_and_pandas_through_sqlalchemy() {
     assert!(strings(&v["pandas_columns"]).contains(&"gpu_model".to_string()), "{v}");
     assert_eq!(v["psycopg_write"], "25006", "{v}");
     assert_eq!(v["sqlalchemy_write"], "25006", "{v}");
-    assert!(v["psycopg_bad_password"].as_str().unwrap().contains("password authentication failed"), "{v}");
+    assert!(v["psycopg_bad_password"].as_str().unwrap().to_lowercase().contains("password authentication failed"), "{v}");
 }
 
 #[test]
@@ -265,6 +266,7 @@ fn a_lake_that_changes_under_readers_gives_the_old_or_the_new_day_and_new_days_w
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     common::run_ok(dir, &["simulate", "--out", "s", "--gpus", "16", "--days", "3", "--seed", "11", "--start", "2026-10-01", "--warmup-days", "0"]);
+    std::fs::write(dir.join("s/gpuledger.toml"), "[lake]\npath = \"lake\"\n").unwrap();
     std::fs::copy(fixture().dir.join("users.txt"), dir.join("users.txt")).unwrap();
     let lake = dir.join("s/lake/gpu_samples");
     let day = |d: &str| lake.join(format!("date={d}/gpu_samples-{d}.parquet"));
@@ -343,13 +345,13 @@ fn a_statement_past_the_time_limit_and_a_connection_past_the_limit_are_refused()
     let base = std::fs::read_to_string(f.dir.join("s/gpuledger.toml")).unwrap();
     std::fs::write(&config, format!("{base}\n[serve]\nstatement_timeout_secs = 2\nmax_connections = 1\n")).unwrap();
     let s = Server::start(&f.dir, "s/limits.toml", &[]);
-    // A cross join of every sample with every sample: minutes of work.
-    let heavy = "SELECT COUNT(*) FROM gpu_samples a, gpu_samples b WHERE a.util_pct + b.util_pct > 1";
+    // Minutes of work, in batches.
+    let heavy = "SELECT SUM(value) FROM generate_series(1, 50000000000)";
     let t = Instant::now();
     let out = psql(s.port, PASSWORD, &["-c", heavy]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("57014"), "want 57014 (statement timeout): {err}");
-    assert!(t.elapsed() < Duration::from_secs(30), "the limit is 2 s; it took {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(10), "the limit is 2 s; it took {:?}", t.elapsed());
     // A client may ask for less, never more.
     let out = psql(s.port, PASSWORD, &["-c", "SET statement_timeout = '10min'", "-c", heavy]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("57014"), "a client raised the server's limit");

@@ -118,7 +118,13 @@ pub fn run(cli: Cli) -> Result<()> {
         _ => {}
     }
     let ctx = resolve(&cli)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if matches!(cli.command, Command::Serve(_)) {
+        // Workers beyond the cores DataFusion keeps busy: logins, cancels and statement time
+        // limits are answered while queries run.
+        runtime.worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()) + 2);
+    }
+    let runtime = runtime.enable_all().build().context("starting the async runtime")?;
     match cli.command {
         Command::Demo(args) => runtime.block_on(demo(&ctx, args)),
         Command::Simulate(args) => simulate(&ctx, &args).map(|_| ()),

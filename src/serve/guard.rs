@@ -54,7 +54,8 @@ pub fn check(sql: &str) -> Result<(), Refusal> {
 fn check_statement(statement: &Statement) -> Result<(), Refusal> {
     match statement {
         Statement::Set(set) => check_set(set)?,
-        Statement::StartTransaction { .. } | Statement::Commit { .. } | Statement::Rollback { savepoint: None, .. } => {}
+        // Savepoints: psycopg and SQLAlchemy wrap statements in them (nothing to undo here).
+        Statement::StartTransaction { .. } | Statement::Commit { .. } | Statement::Rollback { .. } | Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => {}
         Statement::ShowVariable { .. } | Statement::ShowStatus { .. } | Statement::ShowCatalogs { .. } => {}
         Statement::Fetch { .. } | Statement::Close { .. } => {}
         Statement::Declare { stmts } => {
@@ -133,6 +134,9 @@ mod tests {
             "SET TIME ZONE 'UTC'",
             "BEGIN; SELECT 1; COMMIT",
             "ROLLBACK",
+            "SAVEPOINT _pg3_1",
+            "ROLLBACK TO SAVEPOINT _pg3_1",
+            "RELEASE SAVEPOINT _pg3_1",
             "SHOW transaction isolation level",
             "DECLARE c CURSOR FOR SELECT * FROM pods",
             "FETCH 100 FROM c",

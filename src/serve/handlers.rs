@@ -204,25 +204,45 @@ async fn within<T>(deadline: Option<tokio::time::Instant>, work: impl std::futur
     }
 }
 
-/// The rows, before the deadline: DataFusion runs the plan as the rows are pulled, so this is
-/// where a long statement spends its time; past the deadline the client gets 57014 and the
-/// plan is dropped (its work stops).
+/// The rows, before the deadline. DataFusion runs the plan as the rows are pulled, so this is
+/// where a long statement spends its time. They are pulled by a task of their own while this
+/// stream waits for them with the deadline: a plan busy for seconds between two rows cannot
+/// hold the client's 57014 back. Past the deadline (or when the client goes) the task is
+/// aborted, and the plan stops at its next yield.
 fn rows_within(deadline: Option<tokio::time::Instant>, response: Response) -> Response {
     use futures::StreamExt;
     let (deadline, mut query) = match (deadline, response) {
         (Some(d), Response::Query(q)) => (d, q),
         (_, other) => return other,
     };
-    let rows = std::mem::replace(&mut query.data_rows, Box::pin(futures::stream::empty()));
-    query.data_rows = Box::pin(futures::stream::unfold(Some(rows), move |rows| async move {
-        let mut rows = rows?;
-        match tokio::time::timeout_at(deadline, rows.next()).await {
-            Ok(Some(row)) => Some((row, Some(rows))),
+    let mut rows = std::mem::replace(&mut query.data_rows, Box::pin(futures::stream::empty()));
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let puller = tokio::spawn(async move {
+        while let Some(row) = rows.next().await {
+            if tx.send(row).await.is_err() {
+                break;
+            }
+        }
+    });
+    let puller = AbortOnDrop(puller.abort_handle());
+    query.data_rows = Box::pin(futures::stream::unfold(Some((rx, puller)), move |state| async move {
+        let (mut rx, puller) = state?;
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(row)) => Some((row, Some((rx, puller)))),
             Ok(None) => None,
             Err(_) => Some((Err(timed_out()), None)),
         }
     }));
     Response::Query(query)
+}
+
+/// Stops a statement's work when its rows are no longer wanted.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// datafusion-postgres' parser on the current view, behind the gate.

@@ -119,7 +119,7 @@ impl LakeViews {
     /// statement) that keeps the view's snapshot while anything of it runs.
     pub fn service(&self, view: &View) -> Result<DfSessionService, ViewError> {
         let ctx = self.builder.fresh_runtime(&view.ctx, view.snapshot.clone())?;
-        Ok(DfSessionService::new(Arc::new(ctx)))
+        Ok(DfSessionService::new_with_hooks(Arc::new(ctx), super::savepoints::hooks()))
     }
 
     async fn build(&self, fingerprint: Fingerprint) -> Result<View, ViewError> {
@@ -131,7 +131,9 @@ impl LakeViews {
         };
         let ctx = self.builder.build(&lake, &self.config).await?;
         setup_pg_catalog(&ctx, "datafusion", Arc::new(AuthManager::new())).map_err(|e| ViewError::Catalog(e.to_string()))?;
-        let service = DfSessionService::new(Arc::new(ctx.clone()));
+        ctx.register_udf(version_function());
+        ctx.register_udf(to_regtype_function());
+        let service = DfSessionService::new_with_hooks(Arc::new(ctx.clone()), super::savepoints::hooks());
         let parser = <DfSessionService as datafusion_postgres::pgwire::api::query::ExtendedQueryHandler>::query_parser(&service);
         tracing::info!("serving the lake with {} files{} ({} ms)", fingerprint.0.len(), if snapshot.dir.is_some() { " (a snapshot)" } else { "" }, started.elapsed().as_millis());
         Ok(View { fingerprint, ctx, snapshot: Arc::new(snapshot), parser })
@@ -157,6 +159,35 @@ impl LakeViews {
             }
         }
     }
+}
+
+/// `version()` as Postgres words it: SQLAlchemy and other drivers parse "PostgreSQL X.Y" out of
+/// it (pg_catalog's own says "Apache DataFusion ..."), and the rest names what answers.
+fn version_function() -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::logical_expr::{create_udf, ColumnarValue, Volatility};
+    let text = format!("PostgreSQL 16.6 (gpuledger {} serve, Apache DataFusion 55) on x86_64-pc-linux-gnu", env!("CARGO_PKG_VERSION"));
+    create_udf(
+        "version",
+        vec![],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(move |_| Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::Utf8(Some(text.clone()))))),
+    )
+}
+
+/// `to_regtype(name)`: the OID of a type by name, NULL where there is none. Drivers ask it for
+/// extension types (psycopg and SQLAlchemy for hstore at connect) that the lake never has.
+fn to_regtype_function() -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::logical_expr::{create_udf, ColumnarValue, Volatility};
+    create_udf(
+        "to_regtype",
+        vec![DataType::Utf8],
+        DataType::Int32,
+        Volatility::Immutable,
+        Arc::new(|_| Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::Int32(None)))),
+    )
 }
 
 fn link_all(root: &Path, dir: &Path, fingerprint: &Fingerprint) -> std::io::Result<()> {

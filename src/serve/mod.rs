@@ -9,6 +9,7 @@
 pub mod guard;
 mod handlers;
 pub mod lake_view;
+mod savepoints;
 pub mod users;
 
 use std::net::SocketAddr;
