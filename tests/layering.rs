@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["report"],
     &["plan"],
     &["adhoc", "check", "cronjob"],
+    &["serve"],
     &["cli"],
     &["commands"],
 ];
