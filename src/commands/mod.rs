@@ -197,8 +197,8 @@ fn emit(bytes: &[u8], format: Format, output: Option<&Path>) -> Result<()> {
     match output {
         Some(path) => report::write_atomic(path, bytes)?,
         None => {
-            if format == Format::Parquet && std::io::stdout().is_terminal() {
-                bail!("refusing to write Parquet to a terminal: use -o FILE");
+            if format.is_binary() && std::io::stdout().is_terminal() {
+                bail!("refusing to write {} to a terminal: use -o FILE", format.name());
             }
             let mut out = std::io::stdout().lock();
             out.write_all(bytes)?;

@@ -33,8 +33,8 @@ pub(super) async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {
             pending.commit().with_context(|| format!("publishing {}", path.display()))
         }
         None => {
-            if args.format == Format::Parquet && std::io::stdout().is_terminal() {
-                bail!("refusing to write Parquet to a terminal: use -o FILE");
+            if args.format.is_binary() && std::io::stdout().is_terminal() {
+                bail!("refusing to write {} to a terminal: use -o FILE", args.format.name());
             }
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
             adhoc::run_to(&session, &sql, &params, args.format, &mut out).await?;

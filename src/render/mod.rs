@@ -8,6 +8,7 @@
 
 pub mod cells;
 mod text;
+pub mod xlsx;
 
 use std::io::Write;
 
@@ -24,6 +25,8 @@ pub enum Format {
     Json,
     Md,
     Parquet,
+    /// An Excel workbook with one worksheet (`render::xlsx`).
+    Xlsx,
 }
 
 impl Format {
@@ -36,7 +39,13 @@ impl Format {
             Format::Json => "json",
             Format::Md => "md",
             Format::Parquet => "parquet",
+            Format::Xlsx => "xlsx",
         }
+    }
+
+    /// Bytes no terminal should print (Parquet, Excel).
+    pub fn is_binary(self) -> bool {
+        matches!(self, Format::Parquet | Format::Xlsx)
     }
 
     pub fn extension(self) -> &'static str {
@@ -105,7 +114,7 @@ enum State<'a> {
 impl<'a> Writer<'a> {
     pub fn new(format: Format, schema: SchemaRef, frame: &'a Frame, out: Out<'a>) -> Result<Self> {
         let state = match format {
-            Format::Table | Format::Md => State::Held { format, out, batches: Vec::new() },
+            Format::Table | Format::Md | Format::Xlsx => State::Held { format, out, batches: Vec::new() },
             Format::Csv => {
                 // RFC 4180 (a field with a comma, quote or line break quoted), rows ended by `\n`.
                 let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).flexible(true).from_writer(out);
@@ -180,11 +189,15 @@ impl<'a> Writer<'a> {
         let frame = self.frame;
         match self.state {
             State::Held { format, out, batches } => {
-                let text = match format {
-                    Format::Md => text::markdown(&self.schema, &batches, frame)?,
-                    _ => text::table(&self.schema, &batches, frame)?,
+                let bytes = match format {
+                    Format::Md => text::markdown(&self.schema, &batches, frame)?.into_bytes(),
+                    Format::Xlsx => {
+                        let name = frame.json_fields.as_ref().and_then(|f| f.iter().find(|(k, _)| k == "report")).and_then(|(_, v)| v.as_str()).unwrap_or("result");
+                        xlsx::workbook(&[xlsx::Sheet { name, schema: &self.schema, batches: &batches, frame }])?
+                    }
+                    _ => text::table(&self.schema, &batches, frame)?.into_bytes(),
                 };
-                out.write_all(text.as_bytes())?;
+                out.write_all(&bytes)?;
                 out.flush()?;
             }
             State::Csv(mut w) => {

@@ -207,6 +207,9 @@ pub async fn build_checked(
 /// Several sections in one stream: tables and Markdown one after another, CSV separated by a
 /// blank line, JSON as an array. Parquet holds one table: several need a folder.
 pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
+    if format == Format::Xlsx {
+        return Report::workbook(reports);
+    }
     if reports.len() == 1 {
         return reports[0].render(format);
     }
@@ -274,6 +277,10 @@ pub async fn write_month(
         files.extend(write_all_formats(&r, dir)?);
         sections.push(r);
     }
+    // The month as one workbook, a worksheet per section, for finance.
+    let book = format!("gpuledger-{}.xlsx", window.label());
+    write_atomic(&dir.join(&book), &Report::workbook(&sections)?)?;
+    files.push(book);
     let pool = html::pool_days(session, queries, window).await?;
     let page = html::MonthPage { label: &window.label(), sections: &sections, pool: &pool, incomplete: incomplete.as_deref() }.render();
     write_atomic(&dir.join("index.html"), page.as_bytes())?;

@@ -75,6 +75,32 @@ impl Report {
         crate::render::render(format, rows.schema(), &[rows], &frame).map_err(|source| ReportError::Render { report: self.name.clone(), format: format.name(), source })
     }
 
+    /// `reports` as one Excel workbook, a worksheet each (named after the report; a repeated
+    /// name gets a number).
+    pub fn workbook(reports: &[Report]) -> Result<Vec<u8>> {
+        let mut parts = Vec::new();
+        for r in reports {
+            parts.push((r.to_batch()?, r.frame()?));
+        }
+        let mut names: Vec<String> = Vec::new();
+        for r in reports {
+            let mut name = r.name.clone();
+            let mut n = 2;
+            while names.contains(&name) {
+                name = format!("{}-{n}", r.name);
+                n += 1;
+            }
+            names.push(name);
+        }
+        let sheets: Vec<crate::render::xlsx::Sheet> = parts
+            .iter()
+            .zip(&names)
+            .map(|((batch, frame), name)| crate::render::xlsx::Sheet { name, schema: batch.schema_ref(), batches: std::slice::from_ref(batch), frame })
+            .collect();
+        let report = reports.first().map_or_else(String::new, |r| r.name.clone());
+        crate::render::xlsx::workbook(&sheets).map_err(|source| ReportError::Render { report, format: "xlsx", source })
+    }
+
     /// What the formats show besides the rows: the title, the total row, the notes, the JSON
     /// document's fields (`report`, `title`, the meta facts), the CSV and Parquet incomplete marks.
     fn frame(&self) -> Result<crate::render::Frame> {
