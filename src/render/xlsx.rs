@@ -8,7 +8,7 @@
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Schema};
-use rust_xlsxwriter::{Format as CellFormat, Workbook, Worksheet, XlsxError};
+use rust_xlsxwriter::{DocProperties, ExcelDateTime, Format as CellFormat, Workbook, Worksheet, XlsxError};
 
 use super::{cells, Frame, RenderError};
 
@@ -29,6 +29,9 @@ impl From<XlsxError> for RenderError {
 /// A workbook of `sheets`, in order, as the bytes of an .xlsx file.
 pub fn workbook(sheets: &[Sheet]) -> Result<Vec<u8>, RenderError> {
     let mut book = Workbook::new();
+    // A fixed creation time (the library's default is now): the same month's workbook is the
+    // same bytes on every run, as every other report file is.
+    book.set_properties(&DocProperties::new().set_creation_datetime(&ExcelDateTime::from_ymd(2000, 1, 1)?));
     for sheet in sheets {
         let ws = book.add_worksheet();
         ws.set_name(sheet_name(sheet.name))?;
