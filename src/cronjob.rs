@@ -83,9 +83,18 @@ impl RunOutcome {
             .collect();
         let _ = writeln!(s, "  completeness  {}; threshold {}%", parts.join(", "), self.threshold_pct);
         let _ = writeln!(s, "  chargeback    {}", self.chargeback_line);
-        let mut stems: Vec<&str> = self.files.iter().filter_map(|f| f.rsplit_once('.').map(|(stem, _)| stem)).collect();
+        // The reports are the stems written as CSV (each also as txt json md parquet); every other
+        // file (the month's workbook, the page, its PDF) is named whole.
+        let mut stems: Vec<&str> = self.files.iter().filter_map(|f| f.strip_suffix(".csv")).collect();
         stems.dedup();
-        let _ = writeln!(s, "  reports       {} ({} files: {}; each as txt csv json md parquet; the page index.html)", self.dir.display(), self.files.len(), stems.iter().filter(|s| **s != "index").copied().collect::<Vec<_>>().join(" "));
+        let per_report = ["txt", "csv", "json", "md", "parquet"];
+        let whole: Vec<&str> = self
+            .files
+            .iter()
+            .filter(|f| !f.rsplit_once('.').is_some_and(|(stem, ext)| per_report.contains(&ext) && stems.contains(&stem)))
+            .map(String::as_str)
+            .collect();
+        let _ = writeln!(s, "  reports       {} ({} files: {}; each as txt csv json md parquet; and {})", self.dir.display(), self.files.len(), stems.join(" "), whole.join(" "));
         let _ = writeln!(s, "  status        {}", if self.incomplete.is_empty() { "OK".to_string() } else { format!("DATA INCOMPLETE: {}", self.incomplete.join(", ")) });
         let _ = writeln!(s, "  took          {:.1}s", self.secs);
         s

@@ -310,48 +310,72 @@ fn quota_review_against_the_simulated_schedule() {
     }
 }
 
-/// Debian's Chromium, or None (with a note) where it is not installed; CI requires it.
-fn chromium() -> Option<&'static str> {
-    for c in ["chromium", "chromium-browser", "google-chrome"] {
-        if std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return Some(c);
-        }
-    }
-    assert!(std::env::var_os("GPULEDGER_REQUIRE_CHROMIUM").is_none(), "chromium is required here (GPULEDGER_REQUIRE_CHROMIUM is set)");
-    eprintln!("SKIPPED: chromium is not installed (apt-get install chromium)");
-    None
-}
-
 #[test]
-fn month_page_renders_its_charts_in_chromium() {
+fn month_page_fits_both_widths_draws_every_chart_and_prints() {
     let page = fixture().reports.join("index.html");
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(!html.contains("<script") && !html.contains("http://") && !html.contains("https://"), "self-contained: no script, no network");
     for (chart, _) in gpuledger::report::html::CHART_COLOURS {
-        assert!(html.contains(&format!("<svg id=\"{chart}\"")), "{chart} chart in the page");
+        assert!(html.contains(&format!("id=\"{chart}\"")), "{chart} chart in the page");
     }
-    let Some(browser) = chromium() else { return };
-    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("month-page.png");
-    let _ = std::fs::remove_file(&shot);
-    let profile = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1200,9000"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    assert!(shot.is_file(), "chromium wrote no screenshot: {}", String::from_utf8_lossy(&out.stderr));
-    eprintln!("screenshot of the month page: {}", shot.display());
-    let (width, height, channels, pixels) = common::decode_png(&std::fs::read(&shot).unwrap());
-    assert_eq!((width, height), (1200, 9000));
-    for (chart, colour) in gpuledger::report::html::CHART_COLOURS {
-        let rgb: Vec<u8> = (0..3).map(|i| u8::from_str_radix(&colour[1 + 2 * i..3 + 2 * i], 16).unwrap()).collect();
-        let count = pixels.chunks(channels).filter(|p| p[..3] == rgb[..]).count();
-        eprintln!("{chart}: {count} pixels of {colour}");
-        // More than a 12 x 12 legend swatch: the chart itself was drawn.
-        assert!(count > 400, "{chart} chart not drawn ({count} pixels of {colour})");
+    // The headline: six figures, none compared (the lake holds no September).
+    assert_eq!(html.matches("<div class=\"card\">").count(), 6);
+    assert_eq!(html.matches("no previous month in the lake").count(), 6);
+    // Numbers as finance reads them: every numeric cell grouped by thousands; the total
+    // GPU-hours to one decimal.
+    let cb = report("chargeback");
+    let total_hours = cb["total"]["gpu_hours"].as_str().unwrap();
+    let (whole, frac) = total_hours.split_once('.').unwrap();
+    let shown = format!("{}.{}", group(whole), &frac[..1]);
+    assert!(frac[1..].starts_with(['0', '1', '2', '3', '4']), "a total that rounds down: {total_hours}");
+    assert!(html.contains(&format!(">{shown}<")), "the total GPU-hours {total_hours} shown as {shown}");
+    let cells = numeric_cells(&html);
+    assert!(cells.len() > 100, "numeric cells: {}", cells.len());
+    for c in &cells {
+        assert!(is_grouped(c), "a number not grouped by thousands: {c:?}");
     }
+    let Some(browser) = common::browser::chromium() else { return };
+    let (w, h) = common::browser::check_page(browser, &page, 1280, "month-page-1280.png");
+    let (nw, nh) = common::browser::check_page(browser, &page, 390, "month-page-390.png");
+    eprintln!("month page screenshots: {w} x {h} and {nw} x {nh}");
+    // Printed beside the page: A4 landscape pages (842 x 595 points).
+    let pdf = std::fs::read(fixture().reports.join("report.pdf")).expect("report.pdf written where chromium is installed");
+    assert!(pdf.starts_with(b"%PDF-"));
+    let text = String::from_utf8_lossy(&pdf);
+    let boxes: Vec<&str> = text.split("/MediaBox [").skip(1).map(|r| &r[..r.find(']').unwrap()]).collect();
+    assert!(boxes.len() >= 3, "{} pages", boxes.len());
+    for b in &boxes {
+        let v: Vec<f64> = b.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        assert!((v[2] - 842.0).abs() < 1.0 && (v[3] - 595.0).abs() < 1.0, "A4 landscape pages: {b}");
+    }
+    std::fs::copy(fixture().reports.join("report.pdf"), common::browser::keep("month-page.pdf")).unwrap();
+}
+
+/// `1234567` as `1,234,567`.
+fn group(digits: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The text of every `<td class="n">` cell of the page.
+fn numeric_cells(html: &str) -> Vec<String> {
+    html.split("<td class=\"n\"").skip(1).map(|rest| rest[rest.find('>').unwrap() + 1..rest.find("</td>").unwrap()].to_string()).collect()
+}
+
+/// `1,234,567.8`, `-12.50`, `+3`, `0.0`: digits grouped by three with commas.
+fn is_grouped(text: &str) -> bool {
+    let t = text.trim_start_matches(['+', '-']);
+    let mut parts = t.split('.');
+    let whole = parts.next().unwrap_or_default();
+    let groups: Vec<&str> = whole.split(',').collect();
+    let digits = |g: &str| !g.is_empty() && g.chars().all(|c| c.is_ascii_digit());
+    groups.iter().all(|g| digits(g)) && groups[0].len() <= 3 && groups[1..].iter().all(|g| g.len() == 3) && parts.all(digits) && !(groups.len() == 1 && groups[0].len() > 3)
 }
 
 #[test]

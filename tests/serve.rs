@@ -277,7 +277,8 @@ fn a_lake_that_changes_under_readers_gives_the_old_or_the_new_day_and_new_days_w
     let count = |s: &Server, sql: &str| -> Result<u64, String> {
         let out = psql(s.port, PASSWORD, &["-At", "-c", sql]);
         if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap())
+            let text = String::from_utf8_lossy(&out.stdout);
+            Ok(text.trim().parse().unwrap_or_else(|e| panic!("{sql}: psql printed {text:?} ({e}); stderr: {}\n{}", String::from_utf8_lossy(&out.stderr), s.log())))
         } else {
             Err(String::from_utf8_lossy(&out.stderr).into_owned())
         }

@@ -73,6 +73,8 @@ fn every_report_as_a_workbook_equals_its_csv() {
     let sheets = book["sheets"].as_array().unwrap();
     let csvs: Vec<String> = std::fs::read_dir(&month).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".csv")).collect();
     assert!(sheets.len() >= 8 && sheets.len() == csvs.len(), "a worksheet per section: {} sheets, {} CSV files {csvs:?}", sheets.len(), csvs.len());
+    // Finance opens the book on the month at a glance.
+    assert_eq!((sheets[0]["name"].as_str(), sheets[1]["name"].as_str()), (Some("summary"), Some("summary_teams")));
     for sheet in sheets {
         let name = sheet["name"].as_str().unwrap();
         let csv = std::fs::read_to_string(month.join(format!("{name}.csv"))).unwrap_or_else(|e| panic!("{name}.csv: {e}"));

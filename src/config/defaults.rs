@@ -41,7 +41,7 @@ impl Default for PlanConfig {
 
 impl Default for RunConfig {
     fn default() -> Self {
-        RunConfig { reports_dir: PathBuf::from("reports"), collect: true, min_completeness_pct: 99.0 }
+        RunConfig { reports_dir: PathBuf::from("reports"), collect: true, min_completeness_pct: 99.0, pdf: true }
     }
 }
 

@@ -141,6 +141,8 @@ pub struct RunConfig {
     /// Exit 3 ("data incomplete") when a source has less than this share of its expected
     /// samples for the month; 0 turns the check off.
     pub min_completeness_pct: f64,
+    /// Print the month's page to `report.pdf` beside it where a Chromium is installed.
+    pub pdf: bool,
 }
 
 /// `gpuledger serve`: the lake over the PostgreSQL wire protocol, read-only.

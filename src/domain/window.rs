@@ -82,6 +82,18 @@ impl Window {
         format!("{}_{}", self.start.format("%Y%m%dT%H%M%SZ"), self.end.format("%Y%m%dT%H%M%SZ"))
     }
 
+    /// The window before this one, to compare with: the calendar month before a calendar
+    /// month, else a window of the same length that ends where this one starts.
+    pub fn previous(&self) -> Window {
+        let s = self.start.date_naive();
+        if s.format("%Y-%m").to_string() == self.label() {
+            let prev = s - Duration::days(1);
+            let first = first_of_month(prev.year(), prev.month()).expect("valid");
+            return Window { start: first.and_time(NaiveTime::MIN).and_utc(), end: self.start };
+        }
+        Window { start: self.start - (self.end - self.start), end: self.start }
+    }
+
     /// First and last `date=` partitions that can hold rows of the window.
     pub fn date_bounds(&self) -> (NaiveDate, NaiveDate) {
         let last = (self.end - Duration::milliseconds(1)).date_naive();
@@ -128,6 +140,17 @@ mod tests {
             assert_eq!(w[0].end, w[1].start, "no gap, no overlap");
         }
         assert_eq!(odd.pieces(1).len(), 9);
+    }
+
+    #[test]
+    fn the_previous_window() {
+        let now = Utc::now();
+        let march = Window::month("2026-03", now).unwrap();
+        assert_eq!(march.previous(), Window::month("2026-02", now).unwrap(), "28 days before 31");
+        assert_eq!(Window::month("2026-01", now).unwrap().previous(), Window::month("2025-12", now).unwrap());
+        let odd = Window::new(parse_time("f", "2026-10-03T12:00:00Z").unwrap(), parse_time("t", "2026-10-05").unwrap()).unwrap();
+        let before = odd.previous();
+        assert_eq!((before.start, before.end), (parse_time("f", "2026-10-02T00:00:00Z").unwrap(), odd.start), "36 hours before");
     }
 
     #[test]

@@ -7,14 +7,17 @@ pub mod columns;
 pub mod completeness;
 pub mod events;
 pub mod focus;
+pub mod format;
 pub mod gpu_buckets;
 pub mod heatmap;
 pub mod html;
 pub mod idle;
 pub mod inventory;
+pub mod pdf;
 pub mod queue;
 pub mod quota;
 pub mod render;
+pub mod summary;
 
 use std::path::{Path, PathBuf};
 
@@ -63,10 +66,13 @@ pub enum ReportKind {
     Completeness,
     /// The chargeback as a FinOps FOCUS 1.2 export (CSV or Parquet).
     Focus,
+    /// The month at a glance against the month before (cost, GPU-hours, utilisation, idle and
+    /// unallocated cost, worst p95 wait) and each team's cost beside its previous month.
+    Summary,
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 10] = [
+    pub const ALL: [ReportKind; 11] = [
         ReportKind::Chargeback,
         ReportKind::ChargebackModels,
         ReportKind::Idle,
@@ -77,6 +83,8 @@ impl ReportKind {
         ReportKind::Inventory,
         ReportKind::Completeness,
         ReportKind::Focus,
+        // Last: it reads the chargeback, idle and queue reports made before it.
+        ReportKind::Summary,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +99,7 @@ impl ReportKind {
             ReportKind::Inventory => "inventory",
             ReportKind::Completeness => "completeness",
             ReportKind::Focus => "focus",
+            ReportKind::Summary => "summary",
         }
     }
 }
@@ -101,6 +110,8 @@ impl ReportKind {
 pub struct Shared {
     chargeback: std::sync::Mutex<Option<(crate::domain::window::Window, std::sync::Arc<chargeback::Chargeback>)>>,
     completeness: std::sync::Mutex<Option<(crate::domain::window::Window, std::sync::Arc<completeness::Completeness>)>>,
+    /// The idle and queue reports, which the summary reads again.
+    sections: std::sync::Mutex<Vec<(crate::domain::window::Window, ReportKind, Vec<Report>)>>,
 }
 
 impl Shared {
@@ -172,7 +183,33 @@ pub async fn build_shared(
     window: &crate::domain::window::Window,
     shared: &Shared,
 ) -> Result<Vec<Report>> {
+    let kept = matches!(kind, ReportKind::Idle | ReportKind::Queue);
+    if kept {
+        if let Some((_, _, s)) = shared.sections.lock().expect("lock").iter().find(|(w, k, _)| w == window && *k == kind) {
+            return Ok(s.clone());
+        }
+    }
+    let built = Box::pin(build_one(kind, session, queries, config, window, shared)).await?;
+    if kept {
+        shared.sections.lock().expect("lock").push((*window, kind, built.clone()));
+    }
+    Ok(built)
+}
+
+async fn build_one(
+    kind: ReportKind,
+    session: &datafusion::prelude::SessionContext,
+    queries: &crate::queries::Queries,
+    config: &crate::config::Config,
+    window: &crate::domain::window::Window,
+    shared: &Shared,
+) -> Result<Vec<Report>> {
     Ok(match kind {
+        ReportKind::Summary => {
+            let now = summary::figures(session, queries, config, window, shared, None).await?;
+            let before = summary::previous_figures(session, queries, config, window).await?;
+            summary::build(&now, before.as_ref(), config)
+        }
         ReportKind::Idle => idle::build(session, queries, config, window).await?,
         ReportKind::Queue => queue::build(session, queries, window).await?,
         ReportKind::Quota => vec![quota::build(session, queries, config, window).await?],
@@ -277,14 +314,37 @@ pub async fn write_month(
         files.extend(write_all_formats(&r, dir)?);
         sections.push(r);
     }
-    // The month as one workbook, a worksheet per section, for finance.
+    // The month as one workbook, a worksheet per section, for finance: the summary first.
     let book = format!("gpuledger-{}.xlsx", window.label());
-    write_atomic(&dir.join(&book), &Report::workbook(&sections)?)?;
+    let is_summary = |r: &&Report| r.name == summary::R || r.name == summary::TEAMS;
+    let in_book: Vec<Report> = sections.iter().filter(is_summary).chain(sections.iter().filter(|r| !is_summary(r))).cloned().collect();
+    write_atomic(&dir.join(&book), &Report::workbook(&in_book)?)?;
     files.push(book);
     let pool = html::pool_days(session, queries, window).await?;
-    let page = html::MonthPage { label: &window.label(), sections: &sections, pool: &pool, incomplete: incomplete.as_deref() }.render();
-    write_atomic(&dir.join("index.html"), page.as_bytes())?;
+    let label = window.label();
+    let page = html::MonthPage { label: &label, currency: &config.pricing.currency, sections: &sections, pool: &pool, incomplete: incomplete.as_deref() }.render();
+    let page_path = dir.join("index.html");
+    write_atomic(&page_path, page.as_bytes())?;
     files.push("index.html".into());
+    // The page on paper, where a Chromium can print it. A failed print is logged, not fatal:
+    // the page and every report are written. No PDF of an earlier run is left beside them.
+    let _ = std::fs::remove_file(dir.join("report.pdf"));
+    if config.run.pdf {
+        match pdf::find_browser() {
+            None => tracing::info!("report.pdf not written: no Chromium on the PATH (install chromium, or set run.pdf = false to stop looking)"),
+            Some(browser) => {
+                let t = std::time::Instant::now();
+                let fixed_date = window.end.format("D:%Y%m%d%H%M%S").to_string();
+                match pdf::print(&browser, &page_path, &dir.join("report.pdf"), &fixed_date) {
+                    Ok(()) => {
+                        tracing::info!("report.pdf printed by {} in {:.2}s", browser.display(), t.elapsed().as_secs_f64());
+                        files.push("report.pdf".into());
+                    }
+                    Err(e) => tracing::warn!("report.pdf not written: {e}"),
+                }
+            }
+        }
+    }
     Ok(Month { sections, files, completeness, incomplete })
 }
 

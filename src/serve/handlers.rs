@@ -224,12 +224,20 @@ fn rows_within(deadline: Option<tokio::time::Instant>, response: Response) -> Re
             }
         }
     });
-    let puller = AbortOnDrop(puller.abort_handle());
-    query.data_rows = Box::pin(futures::stream::unfold(Some((rx, puller)), move |state| async move {
-        let (mut rx, puller) = state?;
+    let guard = AbortOnDrop(puller.abort_handle());
+    query.data_rows = Box::pin(futures::stream::unfold(Some((rx, puller, guard)), move |state| async move {
+        let (mut rx, puller, guard) = state?;
         match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some(row)) => Some((row, Some((rx, puller)))),
-            Ok(None) => None,
+            Ok(Some(row)) => Some((row, Some((rx, puller, guard)))),
+            // The channel closed: the puller ended. Only a puller that ran to the end means the
+            // rows are all here; one that panicked is an error, never a short result.
+            Ok(None) => match puller.await {
+                Ok(()) => None,
+                Err(e) => {
+                    tracing::error!("a statement's rows stopped: {e}");
+                    Some((Err(user_error("ERROR", "XX000", format!("the statement stopped before its last row: {e}"))), None))
+                }
+            },
             Err(_) => Some((Err(timed_out()), None)),
         }
     }));

@@ -153,6 +153,8 @@ pub fn decode_png(bytes: &[u8]) -> (usize, usize, usize, Vec<u8>) {
 #[cfg(feature = "s3")]
 pub mod moto;
 
+pub mod browser;
+
 /// Reads a number from gpuledger's JSON: integers and floats are JSON numbers, exact decimals
 /// (money, hours, kWh) are JSON strings; the simulator's ledger has plain numbers.
 pub trait JsonNumber {
