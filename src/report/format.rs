@@ -95,7 +95,9 @@ pub fn heading(column: &str, currency: &str) -> String {
     if let Some(first) = text.get(..1) {
         text = first.to_uppercase() + &text[1..];
     }
-    if column.contains("cost") && !column.ends_with("_pct") {
+    // Money: a column with the word `cost` (not `cost_centre`, not a share).
+    let tokens: Vec<&str> = column.split('_').collect();
+    if tokens.contains(&"cost") && !tokens.contains(&"centre") && !tokens.contains(&"pct") {
         text.push_str(&format!(" ({currency})"));
     }
     text
@@ -136,5 +138,7 @@ mod tests {
         assert_eq!(heading("p95_wait_min", "USD"), "P95 wait (min)");
         assert_eq!(heading("cost_diff_pct", "USD"), "Cost diff %");
         assert_eq!(heading("cost_charged", "USD"), "Cost charged (USD)");
+        assert_eq!(heading("cost_centre", "USD"), "Cost centre");
+        assert_eq!(heading("list_cost", "USD"), "List cost (USD)");
     }
 }

@@ -370,6 +370,7 @@ table.t,.t caption,.t tbody,.t tr,.t td,.t th{display:block;width:auto}.t thead{
 @media print{\
 @page{size:A4 landscape;margin:12mm}\
 body{max-width:none;padding:0;font-size:11px}\
+.headline{grid-template-columns:repeat(6,1fr);gap:6px}.card{padding:6px 8px}.card .v{font-size:16px}\
 .chart svg.wide{display:block}.chart svg.narrow{display:none}\
 h2{break-after:avoid;margin-top:18px}.chart,.card,.t tr{break-inside:avoid}\
 table.t{font-size:10px}caption{break-after:avoid}\
