@@ -195,16 +195,30 @@ fn link_all(root: &Path, dir: &Path, fingerprint: &Fingerprint) -> std::io::Resu
         let rel = path.strip_prefix(root).map_err(|_| std::io::Error::other(format!("{} is outside the lake", path.display())))?;
         let to = dir.join(rel);
         std::fs::create_dir_all(to.parent().expect("a file in a table folder"))?;
-        match std::fs::hard_link(path, &to) {
-            Ok(()) => {}
-            // Republished (or removed) since the fingerprint: the next statement sees the change
-            // and makes a new snapshot; this one goes without the file.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+        link_one(path, &to)?;
     }
     // A lake with no files yet still gets its folder.
     std::fs::create_dir_all(dir)
+}
+
+/// Hard-links `path` at `to`. A file republished at this moment (a rename over it) can make
+/// Linux answer ENOENT for a path that exists: the link resolved the old inode just as the
+/// rename dropped its last name. So NotFound is retried while the path is there; the snapshot
+/// then holds the new version whole (its fingerprint differs, so the next statement makes a new
+/// snapshot). Only a file removed for good is left out.
+fn link_one(path: &Path, to: &Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match std::fs::hard_link(path, to) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(path).is_ok() && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(path).is_err() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Snapshots a server left behind when it was killed (a day old: no statement runs that long).
@@ -216,5 +230,40 @@ fn remove_stale_snapshots(dir: &Path) {
         if old {
             let _ = std::fs::remove_dir_all(e.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Linux answers ENOENT to link() on a path that is being renamed over (it always exists):
+    /// a snapshot made then must still hold the file, in one version or the other.
+    #[test]
+    fn a_file_republished_while_it_is_linked_is_still_linked() {
+        let dir = std::env::temp_dir().join(format!("gpuledger-link-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (file, tmp) = (dir.join("f.parquet"), dir.join("f.parquet.tmp"));
+        std::fs::write(&file, b"a").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (stop, file, tmp) = (stop.clone(), file.clone(), tmp.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::fs::write(&tmp, if i % 2 == 0 { b"a" } else { b"b" }).unwrap();
+                    std::fs::rename(&tmp, &file).unwrap();
+                    i += 1;
+                }
+            })
+        };
+        let link = dir.join("link.parquet");
+        for _ in 0..3000 {
+            super::link_one(&file, &link).unwrap();
+            let got = std::fs::read(&link).expect("the snapshot holds the file");
+            assert!(got == b"a" || got == b"b", "{got:?}");
+            std::fs::remove_file(&link).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
