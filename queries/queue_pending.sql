@@ -1,17 +1,17 @@
--- Pending pods and pending GPU demand per hour of [$1, $2), by namespace and priority class,
+-- Pending pods and pending GPU demand per hour of the window, by namespace and priority class,
 -- as integer pod-microseconds and GPU-microseconds (divided by 3.6e9 they are the hour's
 -- average number of pending pods and of GPUs asked for).
---   $3, $4  first and last `date` partition
--- The hour is integer arithmetic on the epoch milliseconds, cast back to the column's type:
--- the same value as date_trunc('hour', ts) on a UTC timestamp, twenty times faster here.
+-- Reads `pending_buckets`: pending_samples of the window summed per cluster, namespace,
+-- priority class, GPU resource and 15-minute bucket (pod_us = SUM(step_s x 1e6), gpu_us =
+-- SUM(gpu_request x step_s x 1e6)), from the lake's rollups or the window's rows
+-- (src/lake/day_sums.rs); the per-row form is benches/sql/queue_pending.sql. Four buckets make
+-- an hour: the hour is integer arithmetic on the bucket's epoch milliseconds.
 SELECT
-  arrow_cast(CAST(q.ts AS BIGINT) / 3600000 * 3600000, 'Timestamp(Millisecond, Some("UTC"))') AS hour,
+  arrow_cast(CAST(q.bucket AS BIGINT) / 3600000 * 3600000, 'Timestamp(Millisecond, Some("UTC"))') AS hour,
   CAST(q.namespace AS VARCHAR)                                                  AS namespace,
   COALESCE(CAST(q.priority_class AS VARCHAR), '')                               AS priority_class,
-  SUM(CAST(q.step_s AS BIGINT) * 1000000)                                       AS pod_us,
-  SUM(CAST(q.gpu_request AS BIGINT) * CAST(q.step_s AS BIGINT) * 1000000)       AS gpu_us
-FROM pending_samples q
-WHERE q.date >= $3 AND q.date <= $4
-  AND q.ts >= $1 AND q.ts < $2
+  SUM(q.pod_us)                                                                 AS pod_us,
+  SUM(q.gpu_us)                                                                 AS gpu_us
+FROM pending_buckets q
 GROUP BY 1, 2, 3
 ORDER BY 1, 2, 3

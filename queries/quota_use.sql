@@ -1,20 +1,12 @@
--- Whole GPUs in use per namespace over [$1, $2), as a histogram: for each count of GPUs held
+-- Whole GPUs in use per namespace over the window, as a histogram: for each count of GPUs held
 -- at once, the seconds the namespace held that many. MIG slices are other resources than
 -- nvidia.com/gpu and do not count against its quota. GPUs at a step are the namespace's shares
 -- summed and rounded up: a step split between two of its pods (one left, the next arrived) is
 -- one GPU, not two.
---   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
-WITH per_step AS (
-  SELECT g.namespace AS namespace, g.ts AS ts, CAST(CEIL(SUM(g.share) - 0.000001) AS BIGINT) AS gpus, MIN(g.step_s) AS step_s
-  FROM gpu_samples g
-  WHERE g.date >= $3 AND g.date <= $4
-    AND g.ts >= $1 AND g.ts < $2
-    AND g.namespace IS NOT NULL
-    AND g.namespace <> '__unmeasured__'
-    AND g.mig_profile IS NULL
-  GROUP BY g.namespace, g.ts
-)
-SELECT CAST(namespace AS VARCHAR) AS namespace, gpus, SUM(CAST(step_s AS BIGINT)) AS seconds
-FROM per_step
+-- Reads `namespace_gpus`: per cluster, namespace and 15-minute bucket, the seconds at each
+-- count, folded per step from the window's gpu_samples rows (the lake's rollups or the rows
+-- themselves, src/lake/day_sums.rs); the per-row form is benches/sql/quota_use.sql.
+SELECT CAST(h.namespace AS VARCHAR) AS namespace, h.gpus AS gpus, SUM(h.seconds) AS seconds
+FROM namespace_gpus h
 GROUP BY 1, 2
 ORDER BY 1, 2

@@ -85,14 +85,14 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
     out.push(finding(Status::Ok, "lake", format!("{}: {}", root.display(), described.join("; "))));
     let days = lake.dates(Table::GpuSamples).unwrap_or_default();
     if !days.is_empty() {
-        let behind: Vec<_> = days.iter().filter(|d| !crate::lake::rollup::is_current(lake, **d, &lake.partition_file(Table::GpuSamples, **d))).collect();
+        let behind: Vec<_> = days.iter().filter(|d| !crate::lake::rollup::all_current(lake, Table::GpuSamples, **d) || !pending_current(lake, **d)).collect();
         out.push(match behind.as_slice() {
-            [] => finding(Status::Ok, "rollups", format!("all {} gpu_samples days have a current 15-minute rollup", days.len())),
+            [] => finding(Status::Ok, "rollups", format!("all {} gpu_samples days have current rollups", days.len())),
             [first, ..] => finding(
                 Status::Warn,
                 "rollups",
                 format!(
-                    "{} of {} gpu_samples days (from {first}) have no current 15-minute rollup: reports read their samples (same result, slower); `gpuledger rollup` writes them",
+                    "{} of {} gpu_samples days (from {first}) lack a current rollup: reports read their samples (same result, slower); `gpuledger rollup` writes them",
                     behind.len(),
                     days.len()
                 ),
@@ -105,6 +105,11 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
         Err(e) => out.push(finding(Status::Fail, "checkpoints", e.to_string())),
     }
     out
+}
+
+/// A day without pending pods has no `pending_samples` file, and so nothing to roll up.
+fn pending_current(lake: &Lake, date: chrono::NaiveDate) -> bool {
+    !lake.exists(&lake.partition_file(Table::PendingSamples, date)) || crate::lake::rollup::all_current(lake, Table::PendingSamples, date)
 }
 
 fn writable(dir: &Path) -> bool {
@@ -122,12 +127,14 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
     };
     let mut out = Vec::new();
     let mut bad = Vec::new();
-    // The passes over gpu_samples hand idle_pods.sql and chargeback_grain.sql their tables:
-    // register them (empty).
+    // The passes over the samples and rollups hand idle_pods.sql, chargeback_grain.sql, the
+    // queue's and the quota's SQL their tables: register them (empty).
     for (name, schema) in [
         (crate::lake::passes::idle_runs::HOLDING_TABLE, crate::lake::passes::idle_runs::holding_schema()),
         (crate::lake::passes::idle_runs::RUNS_TABLE, crate::lake::passes::idle_runs::runs_schema()),
         (crate::lake::passes::gpu_buckets::TABLE, crate::lake::passes::gpu_buckets::schema()),
+        (crate::lake::rollup::Kind::PendingBuckets.name(), crate::lake::rollup::Kind::PendingBuckets.schema()),
+        (crate::lake::rollup::Kind::NamespaceGpus.name(), crate::lake::rollup::Kind::NamespaceGpus.schema()),
     ] {
         if let Ok(t) = datafusion::datasource::MemTable::try_new(schema, vec![vec![]]) {
             let _ = ctx.register_table(name, std::sync::Arc::new(t));

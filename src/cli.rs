@@ -74,7 +74,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Validate the config and reach every configured source; say what is wrong and where.
     Check,
-    /// Bring the lake's 15-minute rollups of gpu_samples up to date.
+    /// Bring the lake's rollups (15-minute sums of gpu_samples and pending_samples) up to date.
     ///
     /// For lakes written before rollups, or a crash between a day's samples and its rollup.
     /// Reports read the samples of days without a current rollup, so this only makes them faster.

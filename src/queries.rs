@@ -64,6 +64,12 @@ impl Queries {
         Queries { override_dir: override_dir.map(Path::to_path_buf) }
     }
 
+    /// Whether the override folder has its own `<name>.sql` (a report then runs that SQL over
+    /// the samples rather than answering from a rollup).
+    pub fn is_overridden(&self, name: &str) -> bool {
+        self.override_dir.as_ref().is_some_and(|d| d.join(format!("{name}.sql")).exists())
+    }
+
     /// The SQL of `name`: the override folder's `<name>.sql` if present, else the built-in.
     pub fn get(&self, name: &str) -> Result<String, QueryError> {
         let builtin = BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, sql)| *sql);

@@ -211,7 +211,7 @@ fn a_rollup_is_used_only_while_it_matches_its_samples() {
     // `gpuledger rollup` rewrites the two, then finds all three current.
     let lake_arg = lake.root().to_str().unwrap();
     let out = common::stdout(&common::run_ok(tmp.path(), &["--lake", lake_arg, "rollup"]));
-    assert!(out.contains("2 written, 1 already current"), "{out}");
+    assert!(out.contains("gpu_samples 2 written, 1 already current"), "{out}");
     let got = scan_all();
     assert_eq!((got.rollup_days, got.scanned_days.len()), (3, 0));
     assert_same(&want, &pass_rows(&got), "after gpuledger rollup");
@@ -227,23 +227,42 @@ fn a_rollup_is_used_only_while_it_matches_its_samples() {
     assert_same(&sql_buckets(&rt, &lake, &window), &pass_rows(&got), "a day rewritten by the writer");
 }
 
-/// The chargeback's files are the same bytes priced from the rollups and from the samples.
+/// Every report read from rollups (chargeback, queue, quota, completeness) writes the same
+/// bytes from the rollups and from the samples, over a window cut inside buckets and a whole one.
 #[test]
-fn the_chargeback_is_the_same_from_rollups_and_from_samples() {
+fn reports_are_the_same_from_rollups_and_from_samples() {
     let tmp = tempfile::tempdir().unwrap();
     common::run_ok(tmp.path(), &["simulate", "--out", "s", "--gpus", "32", "--days", "3", "--seed", "6", "--start", "2026-10-01", "--time-sliced", "2"]);
     let lake = tmp.path().join("s/lake");
     let lake_arg = lake.to_str().unwrap();
-    let report = |out: &str| {
-        common::run_ok(tmp.path(), &["--lake", lake_arg, "report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-03T18:00:00Z", "--format", "json", "-o", out]);
-        std::fs::read(tmp.path().join(out)).unwrap()
+    let reports = |tag: &str| {
+        let mut out = Vec::new();
+        for (from, to) in [("2026-10-01T00:00:00Z", "2026-10-03T18:00:00Z"), ("2026-10-01T07:03:10Z", "2026-10-04T00:00:00Z")] {
+            for report in ["chargeback", "queue", "quota", "completeness"] {
+                let file = format!("{tag}-{report}-{}.json", &from[11..13]);
+                let o = common::bin().current_dir(tmp.path()).args(["--lake", lake_arg, "report", report, "--from", from, "--to", to, "--format", "json", "-o", &file]).output().unwrap();
+                assert!(matches!(o.status.code(), Some(0) | Some(3)), "{report}: {}", String::from_utf8_lossy(&o.stderr));
+                // A report of several sections writes a folder of files.
+                let path = tmp.path().join(&file);
+                let text = if path.is_dir() {
+                    common::tree(&path).into_iter().map(|(n, b)| format!("== {n}\n{}", String::from_utf8_lossy(&b))).collect::<String>()
+                } else {
+                    String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned()
+                };
+                out.push((file.clone(), text));
+            }
+        }
+        out
     };
-    let from_rollups = report("rollups.json");
-    std::fs::remove_dir_all(lake.join(rollup::DIR)).unwrap();
-    let from_samples = report("samples.json");
-    // (A conservation mismatch fails the report, so both runs also conserved.)
-    assert!(String::from_utf8_lossy(&from_samples).contains("gpu_hours_conserved"), "{}", String::from_utf8_lossy(&from_samples));
-    assert_eq!(String::from_utf8_lossy(&from_rollups), String::from_utf8_lossy(&from_samples));
+    let from_rollups = reports("rollups");
+    std::fs::remove_dir_all(lake.join(rollup::ROOT)).unwrap();
+    let from_samples = reports("samples");
+    // (A conservation mismatch fails the chargeback, so both runs also conserved.)
+    assert!(from_samples[0].1.contains("gpu_hours_conserved"), "{}", from_samples[0].1);
+    assert!(from_samples[1].1.contains("p95_wait_min") && from_samples[2].1.contains("recommendation"), "{}", from_samples[2].1);
+    for ((name, a), (_, b)) in from_rollups.iter().zip(&from_samples) {
+        assert_eq!(a, b, "{name}");
+    }
 }
 
 /// The heatmap and the page's daily pool, read from the 15-minute sums, against the same sums
@@ -310,4 +329,91 @@ fn heatmap_and_daily_pool_from_the_sums_equal_the_per_row_sql() {
     assert_eq!(cells_again, cells);
     assert_eq!(days_again.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>(),
                days.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>());
+}
+
+/// The queue's hourly pending demand and the quota review's histogram and pending GPU-seconds,
+/// read from the pending and whole-GPU rollups (`queries/queue_pending.sql`, `quota_use.sql`,
+/// `quota_limits.sql` over `pending_buckets` / `namespace_gpus`), against the per-row SQL they
+/// replaced (`benches/sql/`, every sample), over a window that starts and ends inside buckets
+/// (those days read from their samples) and over whole days (rollups only); again with the
+/// rollups gone, and for one cluster (`--cluster`). And the completeness counts kept in each
+/// day's GPU rollup against `queries/completeness.sql` over the day's samples.
+#[test]
+fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
+    use gpuledger::lake::day_sums::{NamespaceGpus, PendingSums};
+    use gpuledger::lake::rollup::Kind;
+    use gpuledger::report::rolled;
+    let tmp = tempfile::tempdir().unwrap();
+    common::run_ok(tmp.path(), &["simulate", "--out", "s", "--gpus", "40", "--days", "3", "--seed", "11", "--start", "2026-10-01", "--time-sliced", "3", "--cluster", "east"]);
+    let lake = Lake::new(tmp.path().join("s/lake"));
+    let cut = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 5, 7, 30).unwrap(), Utc.with_ymd_and_hms(2026, 10, 3, 18, 52, 0).unwrap()).unwrap();
+    let whole = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 0, 0, 0).unwrap(), Utc.with_ymd_and_hms(2026, 10, 4, 0, 0, 0).unwrap()).unwrap();
+    let per_row = |name: &str| std::fs::read_to_string(common::repo_root().join(format!("benches/sql/{name}.sql"))).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let config = Config::default();
+    let queries = Queries::new(None);
+    let compare = |cluster: Option<&str>, window: &Window, rollup_days: usize| {
+        rt.block_on(async {
+            let ctx = SessionBuilder::default().cluster(cluster.map(String::from)).build(&lake, &config).await.unwrap();
+            let threads = ctx.state().config().target_partitions();
+            let pending = gpuledger::lake::passes::rolled::scan::<PendingSums>(&lake, Kind::PendingBuckets, window, threads).unwrap();
+            assert_eq!(pending.rollup_days, rollup_days, "pending days from rollups in {window:?}");
+            let held = gpuledger::lake::passes::rolled::scan::<NamespaceGpus>(&lake, Kind::NamespaceGpus, window, threads).unwrap();
+            assert_eq!(held.rollup_days, rollup_days, "histogram days from rollups in {window:?}");
+            let mut sizes = Vec::new();
+            for (name, kind) in [("queue_pending", Kind::PendingBuckets), ("quota_use", Kind::NamespaceGpus), ("quota_limits", Kind::PendingBuckets)] {
+                let got = match kind {
+                    Kind::NamespaceGpus => rolled::query::<NamespaceGpus>(&ctx, &queries, name, kind, window).await.unwrap(),
+                    _ => rolled::query::<PendingSums>(&ctx, &queries, name, kind, window).await.unwrap(),
+                };
+                let want = run_query(&ctx, name, &per_row(name), window_params(window)).await.unwrap();
+                let (got, want) = (rows(&got), rows(&want));
+                assert_eq!(got, want, "{name} over {window:?} (cluster {cluster:?}): rollups vs every row");
+                sizes.push(got.len());
+            }
+            sizes
+        })
+    };
+    // 3 days: the cut window's first and last days are read from their samples.
+    let sizes = compare(None, &cut, 1);
+    assert!(sizes[0] > 40 && sizes[1] > 10 && sizes[2] > 3, "pending hours, histogram rows, namespaces: {sizes:?}");
+    assert_eq!(compare(None, &whole, 3), compare(Some("east"), &whole, 3));
+    assert_eq!(compare(Some("west"), &whole, 3), vec![0, 0, 0], "another cluster's view is empty");
+
+    // Completeness: each day's counts from its rollup equal the SQL over its samples.
+    let sql = std::fs::read_to_string(common::repo_root().join("queries/completeness.sql")).unwrap();
+    let by_sql = rt.block_on(async {
+        let ctx = SessionBuilder::default().build(&lake, &config).await.unwrap();
+        let mut out = Vec::new();
+        for piece in whole.pieces(1) {
+            out.extend(rows(&run_query(&ctx, "completeness", &sql, window_params(&piece)).await.unwrap()));
+        }
+        out
+    });
+    let stored: Vec<String> = (1..=3)
+        .map(|d| {
+            let counts = rollup::day_counts(&lake, day(d), &lake.partition_file(Table::GpuSamples, day(d))).expect("a current rollup with counts");
+            assert_eq!(counts.of(Some("east")), counts.all);
+            let c = counts.all;
+            format!("{}|{}|{}|{}|{}", day(d), c.gpu_rows, c.util_rows, c.units, c.step_s)
+        })
+        .collect();
+    assert_eq!(stored, by_sql);
+    // The report over the whole window (rollups) and the cut one (SQL on its edges), then the
+    // same with no rollups at all: the same days.
+    let days = || {
+        rt.block_on(async {
+            let ctx = SessionBuilder::default().build(&lake, &config).await.unwrap();
+            let mut out = Vec::new();
+            for w in [&whole, &cut] {
+                let c = gpuledger::report::completeness::compute(&ctx, &queries, w, 30, &["DCGM_FI_DEV_GPU_UTIL"], i64::MAX).await.unwrap();
+                out.push(format!("{:?}", c.days));
+            }
+            out
+        })
+    };
+    let from_rollups = days();
+    std::fs::remove_dir_all(lake.root().join(rollup::ROOT)).unwrap();
+    assert_eq!(days(), from_rollups);
+    assert_eq!(compare(None, &cut, 0), sizes, "from the samples alone");
 }

@@ -53,15 +53,17 @@ pub(super) fn rollup_cmd(ctx: &Context_, args: &RollupArgs) -> Result<()> {
         return Err(UsageError(format!("--from {first} is after --to {last}")).into());
     }
     let _lock = crate::collect::state::LakeLock::acquire(&ctx.lake, "rollup")?;
-    let in_range = days.iter().filter(|d| **d >= first && **d <= last).count();
+    let in_range = rollup::source_days(&ctx.lake, first, last).with_context(|| format!("listing {}", ctx.lake.root().display()))?;
     let progress = Progress::new(ctx.progress, "rollup days", in_range as u64);
     let t = Instant::now();
     let done = rollup::refresh(&ctx.lake, first, last, args.force, |d| progress.inc(&d.to_string()))?;
     progress.finish();
     println!(
-        "rollups {first} to {last}: {} written, {} already current ({:.1}s)",
+        "rollups {first} to {last}: gpu_samples {} written, {} already current; pending_samples {} written, {} already current ({:.1}s)",
         done.written.len(),
         done.current,
+        done.pending_written.len(),
+        done.pending_current,
         t.elapsed().as_secs_f64()
     );
     Ok(())

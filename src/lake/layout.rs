@@ -73,8 +73,9 @@ impl Lake {
         for table in Table::ALL {
             dirs.extend(self.dates(table)?.into_iter().map(|d| self.partition_dir(table, d)));
         }
-        let rollups = super::rollup::dir(self);
-        dirs.extend(self.list(&rollups)?.into_iter().map(|name| rollups.join(name)));
+        for rollups in super::rollup::dirs(self) {
+            dirs.extend(self.list(&rollups)?.into_iter().map(|name| rollups.join(name)));
+        }
         let mut removed = 0;
         for dir in dirs {
             for name in self.list(&dir)? {

@@ -1,8 +1,9 @@
 //! The Parquet lake: one explicit schema per table (`schema`), the on-disk layout
 //! (`layout`), the atomic writer (`writer`) and the 15-minute rollup it keeps of
-//! `gpu_samples` (`buckets`, `rollup`), on a local disk or object storage (`store`, `s3`).
+//! `gpu_samples` and `pending_samples` (`buckets`, `day_sums`, `rollup`), on a local disk or object storage (`store`, `s3`).
 
 pub mod buckets;
+pub mod day_sums;
 pub mod import;
 pub mod intern;
 pub mod layout;

@@ -1,20 +1,27 @@
-//! The stored 15-minute rollup of `gpu_samples`, one file per day file:
-//! `<lake>/_rollups/gpu_buckets/date=YYYY-MM-DD/gpu_buckets-YYYY-MM-DD.parquet`, the day's rows
-//! summed per namespace, node, GPU model, MIG profile, bucket, share and step (`buckets`): about
-//! a hundredth of the rows, so a month's chargeback reads the rollups instead of every sample.
+//! The stored rollups: derived sums written with each day file, so a month's reports read days,
+//! not samples. One file per kind and day: `<lake>/_rollups/<kind>/date=YYYY-MM-DD/<kind>-YYYY-MM-DD.parquet`:
+//! - `gpu_buckets` of `gpu_samples`: the day's rows summed per namespace, node, GPU model, MIG
+//!   profile, bucket, share and step (`buckets`; about a hundredth of the rows), and in its
+//!   key/value metadata the day's completeness counts (`day_sums::DayCounts`);
+//! - `namespace_gpus` of `gpu_samples`: per namespace and bucket, the seconds it held each number
+//!   of whole GPUs (`day_sums::NamespaceGpus`, the quota review);
+//! - `pending_buckets` of `pending_samples`: pending pod- and GPU-time per namespace, priority
+//!   class, GPU resource and bucket (`day_sums::PendingSums`, the queue and quota reviews).
 //!
-//! It is derived data and never the only copy of anything: a day without a current rollup is
-//! priced from its samples, with the same result. "Current" means the rollup names its source
-//! (row count and byte size of the day's `gpu_samples` file, in its key/value metadata) and the
-//! source on disk still matches. The writer removes a day's rollup before it replaces the day's
-//! samples and writes the new one after, so a crash between the two leaves a day with no rollup,
-//! never one paired with other samples. The leading underscore keeps the folder out of Hive-style
-//! readers (Spark, Trino, DuckDB globs over `*/date=*`) that scan the lake's tables.
+//! A rollup is derived data and never the only copy of anything: a day without a current one is
+//! read from its samples, with the same result. "Current" means the rollup names its version and
+//! its source (row count and byte size of the day's source file, in its key/value metadata) and
+//! the source on disk still matches. The writer removes a day's rollups before it replaces the
+//! day's samples and writes the new ones after, so a crash between the two leaves a day with no
+//! rollup, never one paired with other samples. The leading underscore keeps the folder out of
+//! Hive-style readers (Spark, Trino, DuckDB globs over `*/date=*`) that scan the lake's tables.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use chrono::NaiveDate;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -22,60 +29,195 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use super::buckets::{self, BUCKET_MS};
+use super::buckets::{self, BucketSums, BUCKET_MS};
+use super::day_sums::{self, DayCounts, DaySums, NamespaceGpus, PendingSums, StoredCounts};
+use super::intern::Interner;
 use super::layout::Lake;
 use super::writer::WriteError;
+use super::Table;
 
-/// The rollups' folder under the lake root.
+/// The rollups' root folder under the lake root.
+pub const ROOT: &str = "_rollups";
+/// The GPU buckets' folder under the lake root.
 pub const DIR: &str = "_rollups/gpu_buckets";
-/// Bumped when the rollup's content changes meaning; a rollup of another version is not current.
-pub const ROLLUP_VERSION: u32 = 3;
 
 const KEY_VERSION: &str = "gpuledger.rollup.version";
 const KEY_BUCKET_MS: &str = "gpuledger.rollup.bucket_ms";
 const KEY_SOURCE_ROWS: &str = "gpuledger.rollup.source_rows";
 const KEY_SOURCE_BYTES: &str = "gpuledger.rollup.source_bytes";
+const KEY_DAY_COUNTS: &str = "gpuledger.rollup.day_counts";
 
+/// What a rollup file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    GpuBuckets,
+    NamespaceGpus,
+    PendingBuckets,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::GpuBuckets, Kind::NamespaceGpus, Kind::PendingBuckets];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::GpuBuckets => "gpu_buckets",
+            Kind::NamespaceGpus => "namespace_gpus",
+            Kind::PendingBuckets => "pending_buckets",
+        }
+    }
+
+    /// The table whose day files it sums.
+    pub fn source(self) -> Table {
+        match self {
+            Kind::GpuBuckets | Kind::NamespaceGpus => Table::GpuSamples,
+            Kind::PendingBuckets => Table::PendingSamples,
+        }
+    }
+
+    /// Bumped when the content changes meaning; a rollup of another version is not current.
+    pub fn version(self) -> u32 {
+        match self {
+            // 4: the day's completeness counts in the metadata.
+            Kind::GpuBuckets => 4,
+            Kind::NamespaceGpus | Kind::PendingBuckets => 1,
+        }
+    }
+
+    pub fn schema(self) -> SchemaRef {
+        match self {
+            Kind::GpuBuckets => buckets::schema(),
+            Kind::NamespaceGpus => day_sums::namespace_gpus_schema(),
+            Kind::PendingBuckets => day_sums::pending_schema(),
+        }
+    }
+
+    /// The kinds kept of `table`'s day files.
+    pub fn of(table: Table) -> Vec<Kind> {
+        Kind::ALL.into_iter().filter(|k| k.source() == table).collect()
+    }
+}
+
+/// The tables rollups are kept of.
+pub const SOURCES: [Table; 2] = [Table::GpuSamples, Table::PendingSamples];
+
+pub fn kind_dir(lake: &Lake, kind: Kind) -> PathBuf {
+    lake.root().join(ROOT).join(kind.name())
+}
+
+/// The GPU buckets' folder.
 pub fn dir(lake: &Lake) -> PathBuf {
-    lake.root().join(DIR)
+    kind_dir(lake, Kind::GpuBuckets)
 }
 
-pub fn partition_dir(lake: &Lake, date: NaiveDate) -> PathBuf {
-    dir(lake).join(format!("date={}", date.format("%Y-%m-%d")))
+/// Every kind's folder.
+pub fn dirs(lake: &Lake) -> Vec<PathBuf> {
+    Kind::ALL.into_iter().map(|k| kind_dir(lake, k)).collect()
 }
 
+pub fn kind_file(lake: &Lake, kind: Kind, date: NaiveDate) -> PathBuf {
+    let day = date.format("%Y-%m-%d");
+    kind_dir(lake, kind).join(format!("date={day}")).join(format!("{}-{day}.parquet", kind.name()))
+}
+
+/// The day's GPU buckets file.
 pub fn file(lake: &Lake, date: NaiveDate) -> PathBuf {
-    partition_dir(lake, date).join(format!("gpu_buckets-{}.parquet", date.format("%Y-%m-%d")))
+    kind_file(lake, Kind::GpuBuckets, date)
 }
 
-/// Sums `samples` (the day's rows as just published at `samples_file`) and publishes them as
-/// the day's rollup (atomically, as every lake file), naming the source file's rows and bytes.
-pub fn write(lake: &Lake, date: NaiveDate, samples: &RecordBatch, samples_file: &Path) -> Result<PathBuf, WriteError> {
-    let sums = buckets::sum_batch(samples_file, samples).map_err(|e| WriteError::Rollup { date, detail: e.to_string() })?;
-    write_sums(lake, date, &sums, samples.num_rows() as u64, samples_file)
+/// A day's rollups, summed from its rows.
+struct Summed(Vec<(Kind, RecordBatch, Vec<KeyValue>)>);
+
+/// Every rollup of `table`'s day from its batches (the whole day).
+fn sum_day<'a>(table: Table, path: &Path, batches: impl Iterator<Item = &'a RecordBatch>) -> Result<(Summed, u64), buckets::BucketError> {
+    let strings = Mutex::new(Interner::default());
+    match table {
+        Table::GpuSamples => {
+            let (mut sums, mut held, mut counts) = (BucketSums::default(), NamespaceGpus::default(), DayCounts::default());
+            for b in batches {
+                sums.add(&strings, path, b, i64::MIN, i64::MAX)?;
+                DaySums::add(&mut held, &strings, path, b, i64::MIN, i64::MAX)?;
+                counts.add(&strings, path, b)?;
+            }
+            let strings = strings.into_inner().expect("interner lock");
+            let stored = serde_json::to_string(&counts.finish(&strings)).expect("counts serialise");
+            let rows = sums.rows;
+            Ok((
+                Summed(vec![
+                    (Kind::GpuBuckets, BucketSums::finish(&[sums], &strings), vec![KeyValue::new(KEY_DAY_COUNTS.into(), stored)]),
+                    (Kind::NamespaceGpus, NamespaceGpus::finish(&[held], &strings), vec![]),
+                ]),
+                rows,
+            ))
+        }
+        Table::PendingSamples => {
+            let mut sums = PendingSums::default();
+            for b in batches {
+                sums.add(&strings, path, b, i64::MIN, i64::MAX)?;
+            }
+            let rows = sums.rows();
+            Ok((Summed(vec![(Kind::PendingBuckets, PendingSums::finish(&[sums], &strings.into_inner().expect("interner lock")), vec![])]), rows))
+        }
+        _ => Ok((Summed(vec![]), 0)),
+    }
 }
 
-fn write_sums(lake: &Lake, date: NaiveDate, sums: &RecordBatch, source_rows: u64, samples_file: &Path) -> Result<PathBuf, WriteError> {
-    let source_bytes = lake.file_len(samples_file).map_err(|source| WriteError::Io { path: samples_file.to_path_buf(), source })?;
-    let final_path = file(lake, date);
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid zstd level")))
-        .set_dictionary_enabled(true)
-        .set_created_by(format!("gpuledger {}", env!("CARGO_PKG_VERSION")))
-        .set_key_value_metadata(Some(vec![
-            KeyValue::new(KEY_VERSION.into(), ROLLUP_VERSION.to_string()),
+/// The source columns the rollups of `table` read.
+fn columns(table: Table) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    let lists: Vec<Vec<&'static str>> = match table {
+        Table::GpuSamples => vec![buckets::COLUMNS.to_vec(), NamespaceGpus::COLUMNS.to_vec(), DayCounts::columns()],
+        Table::PendingSamples => vec![PendingSums::COLUMNS.to_vec()],
+        _ => vec![],
+    };
+    for c in lists.into_iter().flatten() {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Removes the day's rollups of `table` (before its samples are replaced).
+pub fn remove(lake: &Lake, table: Table, date: NaiveDate) -> Result<(), WriteError> {
+    for kind in Kind::of(table) {
+        let path = kind_file(lake, kind, date);
+        lake.remove(&path).map_err(|source| WriteError::Io { path, source })?;
+    }
+    Ok(())
+}
+
+/// Sums `rows` (the day's rows of `table` as just published at `source_file`) and publishes
+/// the day's rollups (atomically, as every lake file), naming the source file's rows and bytes.
+pub fn write(lake: &Lake, table: Table, date: NaiveDate, rows: &RecordBatch, source_file: &Path) -> Result<(), WriteError> {
+    let (summed, _) = sum_day(table, source_file, std::iter::once(rows)).map_err(|e| WriteError::Rollup { date, detail: e.to_string() })?;
+    publish(lake, date, summed, rows.num_rows() as u64, source_file)
+}
+
+fn publish(lake: &Lake, date: NaiveDate, summed: Summed, source_rows: u64, source_file: &Path) -> Result<(), WriteError> {
+    let source_bytes = lake.file_len(source_file).map_err(|source| WriteError::Io { path: source_file.to_path_buf(), source })?;
+    for (kind, batch, extra) in summed.0 {
+        let final_path = kind_file(lake, kind, date);
+        let mut meta = vec![
+            KeyValue::new(KEY_VERSION.into(), kind.version().to_string()),
             KeyValue::new(KEY_BUCKET_MS.into(), BUCKET_MS.to_string()),
             KeyValue::new(KEY_SOURCE_ROWS.into(), source_rows.to_string()),
             KeyValue::new(KEY_SOURCE_BYTES.into(), source_bytes.to_string()),
-        ]))
-        .build();
-    lake.publish(&final_path, |out| {
-        let mut writer = ArrowWriter::try_new(out, buckets::schema(), Some(props)).map_err(io::Error::other)?;
-        writer.write(sums).map_err(io::Error::other)?;
-        writer.close().map(|_| ()).map_err(io::Error::other)
-    })
-    .map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
-    Ok(final_path)
+        ];
+        meta.extend(extra);
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid zstd level")))
+            .set_dictionary_enabled(true)
+            .set_created_by(format!("gpuledger {}", env!("CARGO_PKG_VERSION")))
+            .set_key_value_metadata(Some(meta))
+            .build();
+        lake.publish(&final_path, |out| {
+            let mut writer = ArrowWriter::try_new(out, kind.schema(), Some(props)).map_err(io::Error::other)?;
+            writer.write(&batch).map_err(io::Error::other)?;
+            writer.close().map(|_| ()).map_err(io::Error::other)
+        })
+        .map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
+    }
+    Ok(())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -86,48 +228,76 @@ pub enum RefreshError {
     Write(#[from] WriteError),
 }
 
-/// What `refresh` found and did.
+/// What `refresh` found and did, per source table.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Refreshed {
-    /// Days whose rollup was already current.
+    /// `gpu_samples` days whose rollups were all current.
     pub current: usize,
-    /// Days (re)written: no rollup, a stale one, or `force`.
+    /// `gpu_samples` days (re)written: a rollup missing or stale, or `force`.
     pub written: Vec<NaiveDate>,
+    /// The same for `pending_samples` days.
+    pub pending_current: usize,
+    pub pending_written: Vec<NaiveDate>,
 }
 
-/// Makes the rollup of every `gpu_samples` day in `first..=last` current, reading the day's
-/// samples where it is missing or stale (every day with `force`); `done` is called per day.
-/// For lakes written before rollups, and after a crash between a day's samples and its rollup.
+/// Days of the rollups' source tables in `first..=last` (for progress).
+pub fn source_days(lake: &Lake, first: NaiveDate, last: NaiveDate) -> io::Result<usize> {
+    let mut n = 0;
+    for table in SOURCES {
+        n += lake.dates(table)?.into_iter().filter(|d| *d >= first && *d <= last).count();
+    }
+    Ok(n)
+}
+
+/// Makes every rollup of every `gpu_samples` and `pending_samples` day in `first..=last` current,
+/// reading the day's rows where one is missing or stale (every day with `force`); `done` is
+/// called per day. For lakes written before rollups (or before a kind of them), and after a
+/// crash between a day's samples and its rollups.
 pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut done: impl FnMut(NaiveDate)) -> Result<Refreshed, RefreshError> {
     let mut out = Refreshed::default();
-    for date in lake.dates(super::Table::GpuSamples).map_err(|source| WriteError::Io { path: lake.table_dir(super::Table::GpuSamples), source })? {
-        if date < first || date > last {
-            continue;
-        }
-        let samples = lake.partition_file(super::Table::GpuSamples, date);
-        if !lake.exists(&samples) {
-            continue;
-        }
-        if !force {
-            match read(lake, date, &samples) {
-                Rollup::Current(_) => {
-                    out.current += 1;
-                    done(date);
-                    continue;
-                }
-                Rollup::Stale(why) => tracing::info!("rollup of {date} is stale ({why}); rewriting it"),
-                Rollup::Missing => {}
+    for table in SOURCES {
+        for date in lake.dates(table).map_err(|source| WriteError::Io { path: lake.table_dir(table), source })? {
+            if date < first || date > last {
+                continue;
             }
+            let source = lake.partition_file(table, date);
+            if !lake.exists(&source) {
+                continue;
+            }
+            let stale: Vec<String> = if force {
+                vec!["forced".into()]
+            } else {
+                Kind::of(table)
+                    .into_iter()
+                    .filter_map(|kind| match footer_check(lake, kind, date, &source) {
+                        Ok(_) => None,
+                        Err(why) => Some(why),
+                    })
+                    .collect()
+            };
+            let (current, written) = match table {
+                Table::GpuSamples => (&mut out.current, &mut out.written),
+                _ => (&mut out.pending_current, &mut out.pending_written),
+            };
+            if stale.is_empty() {
+                *current += 1;
+                done(date);
+                continue;
+            }
+            if !force {
+                tracing::info!("{} rollups of {date} are not current ({}); rewriting them", table.name(), stale.join("; "));
+            }
+            let cols = columns(table);
+            let parts = super::scan::fold_files(lake, std::slice::from_ref(&source), &cols, 1, Vec::new, |held: &mut Vec<RecordBatch>, _, b| {
+                held.push(b);
+                Ok::<(), buckets::BucketError>(())
+            })?;
+            let batches: Vec<RecordBatch> = parts.into_iter().flatten().collect();
+            let (summed, rows) = sum_day(table, &source, batches.iter())?;
+            publish(lake, date, summed, rows, &source)?;
+            written.push(date);
+            done(date);
         }
-        let strings = std::sync::Mutex::new(super::intern::Interner::default());
-        let parts = super::scan::fold_files(lake, std::slice::from_ref(&samples), &buckets::COLUMNS, 1, buckets::BucketSums::default, |g, path, b| {
-            g.add(&strings, path, &b, i64::MIN, i64::MAX)
-        })?;
-        let rows = parts.iter().map(|g| g.rows).sum();
-        let batch = buckets::BucketSums::finish(&parts, &strings.into_inner().expect("interner lock"));
-        write_sums(lake, date, &batch, rows, &samples)?;
-        out.written.push(date);
-        done(date);
     }
     Ok(out)
 }
@@ -135,7 +305,7 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
 /// What a day's rollup can be used for.
 #[derive(Debug)]
 pub enum Rollup {
-    /// The day's sums (`buckets::schema()`), matching the samples on disk.
+    /// The day's sums (the kind's schema), matching the samples on disk.
     Current(Vec<RecordBatch>),
     /// No rollup file: a lake written before rollups, or a crash between samples and rollup.
     Missing,
@@ -147,9 +317,14 @@ fn key_value(meta: &parquet::file::metadata::FileMetaData, key: &str) -> Option<
     meta.key_value_metadata()?.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.clone())
 }
 
-/// The day's rollup if it is current for `samples_file` (the day's `gpu_samples` file).
+/// The day's GPU buckets if they are current for `samples_file` (the day's `gpu_samples` file).
 pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
-    let path = file(lake, date);
+    read_kind(lake, Kind::GpuBuckets, date, samples_file)
+}
+
+/// The day's rollup of `kind` if it is current for `source_file` (the day's source file).
+pub fn read_kind(lake: &Lake, kind: Kind, date: NaiveDate, source_file: &Path) -> Rollup {
+    let path = kind_file(lake, kind, date);
     // One read of the whole (small) file rather than a read per column chunk: a month is 30
     // files, and on a cold page cache every read is a trip to the disk.
     let rollup = match lake.read(&path) {
@@ -158,8 +333,8 @@ pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
         Err(e) => return Rollup::Stale(format!("{}: {e}", path.display())),
     };
     let read = ParquetRecordBatchReaderBuilder::try_new(rollup).map_err(|e| e.to_string()).and_then(|builder| {
-        matches_source(lake, builder.metadata().file_metadata(), samples_file)?;
-        if builder.schema().fields() != buckets::schema().fields() {
+        matches_source(lake, kind, builder.metadata().file_metadata(), source_file)?;
+        if builder.schema().fields() != kind.schema().fields() {
             return Err("columns differ from the rollup schema".to_string());
         }
         builder.with_batch_size(64 * 1024).build().map_err(|e| e.to_string())?.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())
@@ -170,18 +345,40 @@ pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
     }
 }
 
-/// Whether the day's rollup is current, from its footer alone (for `gpuledger check`).
-pub fn is_current(lake: &Lake, date: NaiveDate, samples_file: &Path) -> bool {
-    lake.footer(&file(lake, date)).is_ok_and(|(r, _)| {
-        let meta = r.file_metadata();
-        let columns = parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata());
-        matches_source(lake, meta, samples_file).is_ok() && columns.is_ok_and(|c| c.fields() == buckets::schema().fields())
-    })
+/// The footer of the day's `kind` rollup if it is current for `source_file`, else why not.
+fn footer_check(lake: &Lake, kind: Kind, date: NaiveDate, source_file: &Path) -> Result<parquet::file::metadata::ParquetMetaData, String> {
+    let path = kind_file(lake, kind, date);
+    let (r, _) = lake.footer(&path)?;
+    let meta = r.file_metadata();
+    matches_source(lake, kind, meta, source_file).map_err(|why| format!("{}: {why}", path.display()))?;
+    let columns = parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata()).map_err(|e| e.to_string())?;
+    if columns.fields() != kind.schema().fields() {
+        return Err(format!("{}: columns differ from the rollup schema", path.display()));
+    }
+    Ok(r)
 }
 
-/// The rollup's key/value metadata names this version, this bucket width and `samples_file`
-/// as it is on disk now (row count and size).
-fn matches_source(lake: &Lake, meta: &parquet::file::metadata::FileMetaData, samples_file: &Path) -> Result<(), String> {
+/// Whether the day's GPU buckets are current, from the footer alone (for `gpuledger check`).
+pub fn is_current(lake: &Lake, date: NaiveDate, samples_file: &Path) -> bool {
+    footer_check(lake, Kind::GpuBuckets, date, samples_file).is_ok()
+}
+
+/// Whether every rollup of `table`'s day is current (for `gpuledger check`).
+pub fn all_current(lake: &Lake, table: Table, date: NaiveDate) -> bool {
+    let source = lake.partition_file(table, date);
+    Kind::of(table).into_iter().all(|k| footer_check(lake, k, date, &source).is_ok())
+}
+
+/// The completeness counts of a `gpu_samples` day, from its GPU buckets' footer where they are
+/// current for `samples_file`.
+pub fn day_counts(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Option<StoredCounts> {
+    let meta = footer_check(lake, Kind::GpuBuckets, date, samples_file).ok()?;
+    serde_json::from_str(&key_value(meta.file_metadata(), KEY_DAY_COUNTS)?).ok()
+}
+
+/// The rollup's key/value metadata names this kind's version, the bucket width and
+/// `source_file` as it is on disk now (row count and size).
+fn matches_source(lake: &Lake, kind: Kind, meta: &parquet::file::metadata::FileMetaData, source_file: &Path) -> Result<(), String> {
     let expect = |key: &str, want: String| -> Result<(), String> {
         match key_value(meta, key) {
             Some(v) if v == want => Ok(()),
@@ -189,9 +386,9 @@ fn matches_source(lake: &Lake, meta: &parquet::file::metadata::FileMetaData, sam
             None => Err(format!("no {key}")),
         }
     };
-    expect(KEY_VERSION, ROLLUP_VERSION.to_string())?;
+    expect(KEY_VERSION, kind.version().to_string())?;
     expect(KEY_BUCKET_MS, BUCKET_MS.to_string())?;
-    let (source, source_bytes) = lake.footer(samples_file)?;
+    let (source, source_bytes) = lake.footer(source_file)?;
     expect(KEY_SOURCE_BYTES, source_bytes.to_string())?;
     let source_rows = source.file_metadata().num_rows();
     expect(KEY_SOURCE_ROWS, source_rows.to_string())

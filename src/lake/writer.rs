@@ -42,7 +42,7 @@ pub enum WriteError {
     Parquet { path: PathBuf, source: ParquetError },
     #[error("writing {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("gpu_samples rollup for {date}: {detail}")]
+    #[error("rollup for {date}: {detail}")]
     Rollup { date: NaiveDate, detail: String },
 }
 
@@ -73,15 +73,14 @@ pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &Recor
     let final_path = lake.partition_file(table, date);
     // A day's rollup goes before its samples are replaced and comes back after: a crash in
     // between leaves the day without one (priced from the samples), never a stale one.
-    let rolled_up = table == Table::GpuSamples;
+    let rolled_up = super::rollup::SOURCES.contains(&table);
     if rolled_up {
-        let rollup_file = super::rollup::file(lake, date);
-        lake.remove(&rollup_file).map_err(|source| WriteError::Io { path: rollup_file, source })?;
+        super::rollup::remove(lake, table, date)?;
     }
     lake.publish(&final_path, |out| write_parquet(table, date, &sorted, out))
         .map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
     if rolled_up {
-        super::rollup::write(lake, date, &sorted, &final_path)?;
+        super::rollup::write(lake, table, date, &sorted, &final_path)?;
     }
     Ok(final_path)
 }

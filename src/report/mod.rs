@@ -17,6 +17,7 @@ pub mod pdf;
 pub mod queue;
 pub mod quota;
 pub mod render;
+pub mod rolled;
 pub mod summary;
 
 use std::path::{Path, PathBuf};

@@ -19,6 +19,8 @@ use crate::domain::money::round_ratio;
 use super::render::{Cell, Report};
 use super::Result;
 use crate::engine::run_query;
+use crate::lake::day_sums::PendingSums;
+use crate::lake::rollup::Kind;
 use crate::queries::Queries;
 use crate::domain::stats::nearest_rank;
 use crate::domain::units::US_PER_HOUR;
@@ -110,7 +112,8 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     // Pending pods and GPU demand over time.
     let mut hourly = Vec::new();
     let mut by_hour: BTreeMap<(i64, String, String), (i64, i64)> = BTreeMap::new();
-    for b in &run_query(ctx, "queue_pending", &queries.get("queue_pending")?, params.clone()).await? {
+    let pending = super::rolled::query::<PendingSums>(ctx, queries, "queue_pending", Kind::PendingBuckets, window).await?;
+    for b in &pending {
         let r = "queue_pending";
         let (hour, ns, pc, pod_us, gpu_us) = (millis(r, b, "hour")?, strs(r, b, "namespace")?, strs(r, b, "priority_class")?, ints(r, b, "pod_us")?, ints(r, b, "gpu_us")?);
         for i in 0..b.num_rows() {

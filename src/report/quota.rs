@@ -15,12 +15,13 @@ use std::collections::BTreeMap;
 use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
-use super::columns::{ints, strs, window_params};
+use super::columns::{ints, strs};
 use crate::domain::money::{format_units, round_ratio};
 use super::render::{Cell, Report};
 use super::Result;
 use crate::config::Config;
-use crate::engine::run_query;
+use crate::lake::day_sums::{NamespaceGpus, PendingSums};
+use crate::lake::rollup::Kind;
 use crate::queries::Queries;
 use crate::domain::window::Window;
 
@@ -88,16 +89,15 @@ pub fn recommend(u: &Usage, window_s: i64) -> (&'static str, Option<i64>, String
 }
 
 pub async fn usage(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<BTreeMap<String, Usage>> {
-    let params = window_params(window);
     let mut out: BTreeMap<String, Usage> = BTreeMap::new();
-    for b in &run_query(ctx, "quota_use", &queries.get("quota_use")?, params.clone()).await? {
+    for b in &super::rolled::query::<NamespaceGpus>(ctx, queries, "quota_use", Kind::NamespaceGpus, window).await? {
         let r = "quota_use";
         let (ns, gpus, secs) = (strs(r, b, "namespace")?, ints(r, b, "gpus")?, ints(r, b, "seconds")?);
         for i in 0..b.num_rows() {
             *out.entry(ns[i].clone().unwrap_or_default()).or_default().histogram.entry(gpus[i].unwrap_or(0)).or_default() += secs[i].unwrap_or(0);
         }
     }
-    for b in &run_query(ctx, "quota_limits", &queries.get("quota_limits")?, params).await? {
+    for b in &super::rolled::query::<PendingSums>(ctx, queries, "quota_limits", Kind::PendingBuckets, window).await? {
         let r = "quota_limits";
         let (ns, hard, pending) = (strs(r, b, "namespace")?, ints(r, b, "hard")?, ints(r, b, "pending_gpu_s")?);
         for i in 0..b.num_rows() {

@@ -1,0 +1,405 @@
+//! The sums kept with each day file besides the chargeback's 15-minute GPU buckets (`buckets`),
+//! so that a month's reports read days, not samples:
+//! - `PendingSums`: `pending_samples` per cluster, namespace, priority class, GPU resource and
+//!   15-minute bucket: pending pod-microseconds and GPU-microseconds (the queue's hourly demand
+//!   and the quota review's pending GPU-seconds);
+//! - `NamespaceGpus`: per cluster, namespace and 15-minute bucket, the seconds the namespace held
+//!   each number of whole GPUs at once (the quota review's histogram: its shares at a step summed
+//!   and rounded up, MIG slices left out);
+//! - `DayCounts`: the day's measured unit-steps, those with a utilisation value, the units seen
+//!   and the smallest step (the completeness report's row of the day), per cluster and in all.
+//!
+//! Each folds batches of rows inside a window (`add`), so the same code sums a day as the
+//! writer publishes it (the stored rollup) and the days a report reads from their samples (no
+//! current rollup, or a window edge inside a bucket): the two cannot differ. The same questions
+//! in plain SQL over the samples are in `benches/sql/` (the tests' oracles).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
+
+use super::buckets::{BucketError, BucketSums, BUCKET_MS};
+use super::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
+use super::schema::{label_type, ts_type};
+use crate::domain::units::{DEFAULT_CLUSTER, UNMEASURED};
+
+/// Sums of rows folded batch by batch (one per thread, label ids from a shared interner) and
+/// finished as one sorted batch: the same table whichever thread read which file.
+pub trait DaySums: Default + Send {
+    /// The source columns `add` reads.
+    const COLUMNS: &'static [&'static str];
+    /// Folds the rows of `b` (from `path`, for messages) with `ts` in `[start_ms, end_ms)`.
+    fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError>;
+    /// Source rows folded in.
+    fn rows(&self) -> u64;
+    /// The parts' groups (folded from disjoint days) as one batch of the rollup's schema.
+    fn finish(parts: &[Self], strings: &Interner) -> RecordBatch;
+    /// Source rows a finished batch stands for.
+    fn rows_of(batch: &RecordBatch) -> u64 {
+        batch.column_by_name("n").and_then(|c| c.as_any().downcast_ref::<Int64Array>()).map_or(0, |n| n.values().iter().sum::<i64>() as u64)
+    }
+}
+
+impl DaySums for BucketSums {
+    const COLUMNS: &'static [&'static str] = &super::buckets::COLUMNS;
+    fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
+        BucketSums::add(self, strings, path, b, start_ms, end_ms)
+    }
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+    fn finish(parts: &[Self], strings: &Interner) -> RecordBatch {
+        BucketSums::finish(parts, strings)
+    }
+}
+
+fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
+    label_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
+}
+
+fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
+    typed_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
+}
+
+/// Global ids of a batch's label column, and the id of the default cluster for a null cluster.
+fn ids(strings: &Mutex<Interner>, cols: &[&DictionaryArray<Int32Type>]) -> (Vec<Vec<u32>>, u32) {
+    let mut s = strings.lock().expect("interner lock");
+    (cols.iter().map(|c| s.map_values(c)).collect(), s.id(DEFAULT_CLUSTER))
+}
+
+fn cluster_id(dict: &DictionaryArray<Int32Type>, ids: &[u32], row: usize, default: u32) -> u32 {
+    match row_id(dict, ids, row) {
+        NULL_ID => default,
+        id => id,
+    }
+}
+
+fn bucket_of(ts: i64) -> i64 {
+    ts.div_euclid(BUCKET_MS) * BUCKET_MS
+}
+
+/// Labels as dictionaries over the interner's names (ids are the keys).
+fn labels(names: &ArrayRef, ids: impl Iterator<Item = u32>) -> ArrayRef {
+    let keys: Int32Array = ids.map(|id| (id != NULL_ID).then_some(id as i32)).collect();
+    Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::clone(names)).expect("label ids index the names"))
+}
+
+fn names(strings: &Interner) -> ArrayRef {
+    Arc::new((0..strings.len() as u32).map(|id| strings.name(id)).collect::<StringArray>())
+}
+
+fn rank(strings: &Interner) -> impl Fn(u32) -> u32 {
+    let ranks = strings.ranks();
+    move |id: u32| if id == NULL_ID { 0 } else { ranks[id as usize] }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pending demand.
+
+#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+struct PendingKey {
+    cluster: u32,
+    ns: u32,
+    pc: u32,
+    resource: u32,
+    bucket: i64,
+}
+
+/// `pending_samples` summed per cluster, namespace, priority class, GPU resource and bucket.
+#[derive(Default)]
+pub struct PendingSums {
+    groups: HashMap<PendingKey, [i64; 3]>,
+    rows: u64,
+}
+
+/// The pending rollup's columns: `pod_us` = SUM(step_s x 1e6), `gpu_us` = SUM(gpu_request x
+/// step_s x 1e6) (divided by the bucket's length, the average pending pods and GPUs asked for),
+/// `n` the rows.
+pub fn pending_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("cluster", label_type(), false),
+        Field::new("namespace", label_type(), true),
+        Field::new("priority_class", label_type(), true),
+        Field::new("gpu_resource", label_type(), true),
+        Field::new("bucket", ts_type(), false),
+        Field::new("pod_us", DataType::Int64, false),
+        Field::new("gpu_us", DataType::Int64, false),
+        Field::new("n", DataType::Int64, false),
+    ]))
+}
+
+impl DaySums for PendingSums {
+    const COLUMNS: &'static [&'static str] = &["ts", "step_s", "cluster", "namespace", "priority_class", "gpu_resource", "gpu_request"];
+
+    fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
+        let (cluster, ns, pc, res) = (dict(b, path, "cluster")?, dict(b, path, "namespace")?, dict(b, path, "priority_class")?, dict(b, path, "gpu_resource")?);
+        let (m, default) = ids(strings, &[&cluster, &ns, &pc, &res]);
+        let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
+        let step = typed::<Int32Array>(b, path, "step_s")?;
+        let request = typed::<Int32Array>(b, path, "gpu_request")?;
+        for i in 0..b.num_rows() {
+            let t = ts.value(i);
+            if t < start_ms || t >= end_ms {
+                continue;
+            }
+            self.rows += 1;
+            let key = PendingKey {
+                cluster: cluster_id(&cluster, &m[0], i, default),
+                ns: row_id(&ns, &m[1], i),
+                pc: row_id(&pc, &m[2], i),
+                resource: row_id(&res, &m[3], i),
+                bucket: bucket_of(t),
+            };
+            let us = i64::from(step.value(i)) * 1_000_000;
+            let g = self.groups.entry(key).or_default();
+            g[0] += us;
+            g[1] += i64::from(request.value(i)) * us;
+            g[2] += 1;
+        }
+        Ok(())
+    }
+
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn finish(parts: &[Self], strings: &Interner) -> RecordBatch {
+        let mut all: BTreeMap<PendingKey, [i64; 3]> = BTreeMap::new();
+        for p in parts {
+            for (k, v) in &p.groups {
+                let e = all.entry(*k).or_default();
+                (0..3).for_each(|i| e[i] += v[i]);
+            }
+        }
+        let r = rank(strings);
+        let mut rows: Vec<(PendingKey, [i64; 3])> = all.into_iter().collect();
+        rows.sort_by_key(|(k, _)| (r(k.cluster), r(k.ns), r(k.pc), r(k.resource), k.bucket));
+        let names = names(strings);
+        let columns: Vec<ArrayRef> = vec![
+            labels(&names, rows.iter().map(|(k, _)| k.cluster)),
+            labels(&names, rows.iter().map(|(k, _)| k.ns)),
+            labels(&names, rows.iter().map(|(k, _)| k.pc)),
+            labels(&names, rows.iter().map(|(k, _)| k.resource)),
+            Arc::new(super::schema::ts_array(rows.iter().map(|(k, _)| k.bucket).collect())),
+            Arc::new(rows.iter().map(|(_, v)| v[0]).collect::<Int64Array>()),
+            Arc::new(rows.iter().map(|(_, v)| v[1]).collect::<Int64Array>()),
+            Arc::new(rows.iter().map(|(_, v)| v[2]).collect::<Int64Array>()),
+        ];
+        RecordBatch::try_new(pending_schema(), columns).expect("pending columns match their schema")
+    }
+}
+
+impl PartialOrd for PendingKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for PendingKey {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.cluster, self.ns, self.pc, self.resource, self.bucket).cmp(&(o.cluster, o.ns, o.pc, o.resource, o.bucket))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole GPUs held per namespace.
+
+/// Rounding slack when a step's shares are summed: 0.999999 and 1.0000001 are one GPU.
+const SHARE_SLACK: f64 = 0.000001;
+
+/// Per cluster, namespace and step of the whole-GPU rows folded in: the shares summed and the
+/// step's length; `finish` rounds each step up to whole GPUs and sums the seconds per bucket.
+#[derive(Default)]
+pub struct NamespaceGpus {
+    steps: HashMap<(u32, u32, i64), (f64, i32)>,
+    rows: u64,
+}
+
+/// The histogram rollup's columns: seconds the namespace held `gpus` whole GPUs at once within
+/// the bucket, and `n` the steps.
+pub fn namespace_gpus_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("cluster", label_type(), false),
+        Field::new("namespace", label_type(), false),
+        Field::new("bucket", ts_type(), false),
+        Field::new("gpus", DataType::Int64, false),
+        Field::new("seconds", DataType::Int64, false),
+        Field::new("n", DataType::Int64, false),
+    ]))
+}
+
+impl DaySums for NamespaceGpus {
+    const COLUMNS: &'static [&'static str] = &["ts", "step_s", "cluster", "namespace", "mig_profile", "share"];
+
+    fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
+        let (cluster, ns, profile) = (dict(b, path, "cluster")?, dict(b, path, "namespace")?, dict(b, path, "mig_profile")?);
+        let (m, default) = ids(strings, &[&cluster, &ns]);
+        let unmeasured = strings.lock().expect("interner lock").id(UNMEASURED);
+        let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
+        let step = typed::<Int32Array>(b, path, "step_s")?;
+        let share = typed::<Float64Array>(b, path, "share")?;
+        for i in 0..b.num_rows() {
+            let t = ts.value(i);
+            if t < start_ms || t >= end_ms || profile.is_valid(i) {
+                continue;
+            }
+            let n = row_id(&ns, &m[1], i);
+            if n == NULL_ID || n == unmeasured {
+                continue;
+            }
+            self.rows += 1;
+            let e = self.steps.entry((cluster_id(&cluster, &m[0], i, default), n, t)).or_insert((0.0, i32::MAX));
+            e.0 += share.value(i);
+            e.1 = e.1.min(step.value(i));
+        }
+        Ok(())
+    }
+
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn finish(parts: &[Self], strings: &Interner) -> RecordBatch {
+        // (cluster, namespace, bucket, gpus) -> (seconds, steps)
+        let mut hist: HashMap<(u32, u32, i64, i64), (i64, i64)> = HashMap::new();
+        for p in parts {
+            for (&(c, n, t), &(sum, step)) in &p.steps {
+                let gpus = (sum - SHARE_SLACK).ceil() as i64;
+                let e = hist.entry((c, n, bucket_of(t), gpus)).or_default();
+                e.0 += i64::from(step);
+                e.1 += 1;
+            }
+        }
+        let r = rank(strings);
+        let mut rows: Vec<((u32, u32, i64, i64), (i64, i64))> = hist.into_iter().collect();
+        rows.sort_by_key(|((c, n, b, g), _)| (r(*c), r(*n), *b, *g));
+        let names = names(strings);
+        let columns: Vec<ArrayRef> = vec![
+            labels(&names, rows.iter().map(|(k, _)| k.0)),
+            labels(&names, rows.iter().map(|(k, _)| k.1)),
+            Arc::new(super::schema::ts_array(rows.iter().map(|(k, _)| k.2).collect())),
+            Arc::new(rows.iter().map(|(k, _)| k.3).collect::<Int64Array>()),
+            Arc::new(rows.iter().map(|(_, v)| v.0).collect::<Int64Array>()),
+            Arc::new(rows.iter().map(|(_, v)| v.1).collect::<Int64Array>()),
+        ];
+        RecordBatch::try_new(namespace_gpus_schema(), columns).expect("histogram columns match their schema")
+    }
+
+    fn rows_of(_batch: &RecordBatch) -> u64 {
+        0
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The completeness report's counts of a day.
+
+/// One day's completeness counts (as `queries/completeness.sql` computes them for a day).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Counts {
+    /// Measured unit-steps: a whole GPU's row at share 1 is one, the parts of a step split
+    /// between holders (and MIG instances, time-sliced pods) count once per (unit, step).
+    pub gpu_rows: i64,
+    /// Of those, the ones with a utilisation value.
+    pub util_rows: i64,
+    /// GPUs or MIG instances with any row (`__unmeasured__` ones included).
+    pub units: i64,
+    /// The smallest step of any row.
+    pub step_s: i64,
+}
+
+#[derive(Default)]
+struct CountsAcc {
+    whole: i64,
+    whole_util: i64,
+    split: HashMap<(u32, i16, i64), bool>,
+    units: HashSet<(u32, i16)>,
+    step_s: Option<i32>,
+}
+
+impl CountsAcc {
+    fn counts(&self) -> Counts {
+        let with_util = self.split.values().filter(|u| **u).count() as i64;
+        Counts {
+            gpu_rows: self.whole + self.split.len() as i64,
+            util_rows: self.whole_util + with_util,
+            units: self.units.len() as i64,
+            step_s: self.step_s.map_or(0, i64::from),
+        }
+    }
+}
+
+/// A day's `Counts` in all and per cluster (`--cluster`), folded from its rows.
+#[derive(Default)]
+pub struct DayCounts {
+    all: CountsAcc,
+    by_cluster: HashMap<u32, CountsAcc>,
+}
+
+/// A day's counts as stored in its GPU rollup's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct StoredCounts {
+    pub all: Counts,
+    pub by_cluster: BTreeMap<String, Counts>,
+}
+
+impl StoredCounts {
+    /// The counts of `cluster`, or of every cluster.
+    pub fn of(&self, cluster: Option<&str>) -> Counts {
+        match cluster {
+            None => self.all,
+            Some(c) => self.by_cluster.get(c).copied().unwrap_or_default(),
+        }
+    }
+}
+
+impl DayCounts {
+    pub const COLUMNS: [&'static str; 7] = ["ts", "step_s", "cluster", "gpu_uuid", "gpu_instance_id", "namespace", "share"];
+    const ALSO: [&'static str; 1] = ["util_pct"];
+
+    /// Every column `add` reads.
+    pub fn columns() -> Vec<&'static str> {
+        Self::COLUMNS.iter().chain(Self::ALSO.iter()).copied().collect()
+    }
+
+    pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch) -> Result<(), BucketError> {
+        let (cluster, uuid, ns) = (dict(b, path, "cluster")?, dict(b, path, "gpu_uuid")?, dict(b, path, "namespace")?);
+        let (m, default) = ids(strings, &[&cluster, &uuid, &ns]);
+        let unmeasured = strings.lock().expect("interner lock").id(UNMEASURED);
+        let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
+        let step = typed::<Int32Array>(b, path, "step_s")?;
+        let inst = typed::<Int16Array>(b, path, "gpu_instance_id")?;
+        let share = typed::<Float64Array>(b, path, "share")?;
+        let util = typed::<Float32Array>(b, path, "util_pct")?;
+        for i in 0..b.num_rows() {
+            let c = cluster_id(&cluster, &m[0], i, default);
+            let unit = (row_id(&uuid, &m[1], i), if inst.is_null(i) { i16::MIN } else { inst.value(i) });
+            let measured = row_id(&ns, &m[2], i) != unmeasured;
+            let (t, s, has_util) = (ts.value(i), step.value(i), util.is_valid(i));
+            let whole = share.value(i) >= 1.0;
+            let per = self.by_cluster.entry(c).or_default();
+            for acc in [&mut self.all, per] {
+                acc.units.insert(unit);
+                acc.step_s = Some(acc.step_s.map_or(s, |m| m.min(s)));
+                if !measured {
+                    continue;
+                }
+                if whole {
+                    acc.whole += 1;
+                    acc.whole_util += i64::from(has_util);
+                } else {
+                    *acc.split.entry((unit.0, unit.1, t)).or_default() |= has_util;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(&self, strings: &Interner) -> StoredCounts {
+        StoredCounts {
+            all: self.all.counts(),
+            by_cluster: self.by_cluster.iter().map(|(c, acc)| (strings.name(*c).unwrap_or(DEFAULT_CLUSTER).to_string(), acc.counts())).collect(),
+        }
+    }
+}
