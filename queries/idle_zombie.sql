@@ -1,23 +1,22 @@
--- Zombie memory over [$1, $2): a GPU (or MIG instance) with no pod, 0 % utilisation and more
+-- Zombie memory over the window: a GPU (or MIG instance) with no pod, 0 % utilisation and more
 -- than $7 MiB of framebuffer used (a process outliving its pod), per GPU.
---   $1, $2  window (TIMESTAMP, UTC); $3, $4 first and last `date` partition
 --   $7      framebuffer threshold, MiB (idle.zombie_mem_mib)
+-- Reads `unallocated_units` (see idle_unallocated.sql): rows with no or 0 % utilisation are
+-- kept apart per framebuffer value, so any threshold selects exactly the rows over it; the
+-- per-row form is benches/sql/idle_zombie.sql.
 SELECT
-  g.node_name                                                           AS node,
-  CAST(g.gpu_uuid AS VARCHAR)                                             AS gpu_uuid,
-  CAST(g.gpu_instance_id AS BIGINT)                                       AS gpu_instance_id,
-  CAST(g.gpu_model AS VARCHAR)                                            AS gpu_model,
-  CAST(g.mig_profile AS VARCHAR)                                          AS mig_profile,
-  COUNT(*)                                                                AS steps,
-  SUM(g.gpu_us)                                                           AS gpu_us,
-  CAST(MAX(g.mem_used_mib) AS BIGINT)                                     AS max_mem_mib,
-  MIN(g.ts)                                                               AS first_seen,
-  MAX(g.ts)                                                               AS last_seen
-FROM gpu_time g
-WHERE g.date >= $3 AND g.date <= $4
-  AND g.ts >= $1 AND g.ts < $2
-  AND g.namespace IS NULL
-  AND COALESCE(g.util_pct, 0) = 0
-  AND g.mem_used_mib > CAST($7 AS DOUBLE)
+  CASE WHEN CAST(z.cluster AS VARCHAR) = 'default' THEN CAST(z.node AS VARCHAR)
+       ELSE concat(CAST(z.cluster AS VARCHAR), '/', CAST(z.node AS VARCHAR)) END  AS node,
+  CAST(z.gpu_uuid AS VARCHAR)                                             AS gpu_uuid,
+  CAST(z.gpu_instance_id AS BIGINT)                                       AS gpu_instance_id,
+  CAST(z.gpu_model AS VARCHAR)                                            AS gpu_model,
+  CAST(z.mig_profile AS VARCHAR)                                          AS mig_profile,
+  SUM(z.n)                                                                AS steps,
+  SUM(z.gpu_us)                                                           AS gpu_us,
+  CAST(MAX(z.zombie_mem_mib) AS BIGINT)                                   AS max_mem_mib,
+  MIN(z.first_ts)                                                         AS first_seen,
+  MAX(z.last_ts)                                                          AS last_seen
+FROM unallocated_units z
+WHERE z.zombie_mem_mib > CAST($7 AS DOUBLE)
 GROUP BY 1, 2, 3, 4, 5
 ORDER BY gpu_us DESC, node, gpu_uuid, gpu_instance_id

@@ -135,6 +135,7 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
         (crate::lake::passes::gpu_buckets::TABLE, crate::lake::passes::gpu_buckets::schema()),
         (crate::lake::rollup::Kind::PendingBuckets.name(), crate::lake::rollup::Kind::PendingBuckets.schema()),
         (crate::lake::rollup::Kind::NamespaceGpus.name(), crate::lake::rollup::Kind::NamespaceGpus.schema()),
+        (crate::lake::rollup::Kind::UnallocatedUnits.name(), crate::lake::rollup::Kind::UnallocatedUnits.schema()),
     ] {
         if let Ok(t) = datafusion::datasource::MemTable::try_new(schema, vec![vec![]]) {
             let _ = ctx.register_table(name, std::sync::Arc::new(t));

@@ -227,7 +227,7 @@ fn a_rollup_is_used_only_while_it_matches_its_samples() {
     assert_same(&sql_buckets(&rt, &lake, &window), &pass_rows(&got), "a day rewritten by the writer");
 }
 
-/// Every report read from rollups (chargeback, queue, quota, completeness) writes the same
+/// Every report read from rollups (chargeback, queue, quota, completeness, idle) writes the same
 /// bytes from the rollups and from the samples, over a window cut inside buckets and a whole one.
 #[test]
 fn reports_are_the_same_from_rollups_and_from_samples() {
@@ -238,7 +238,7 @@ fn reports_are_the_same_from_rollups_and_from_samples() {
     let reports = |tag: &str| {
         let mut out = Vec::new();
         for (from, to) in [("2026-10-01T00:00:00Z", "2026-10-03T18:00:00Z"), ("2026-10-01T07:03:10Z", "2026-10-04T00:00:00Z")] {
-            for report in ["chargeback", "queue", "quota", "completeness"] {
+            for report in ["chargeback", "queue", "quota", "completeness", "idle"] {
                 let file = format!("{tag}-{report}-{}.json", &from[11..13]);
                 let o = common::bin().current_dir(tmp.path()).args(["--lake", lake_arg, "report", report, "--from", from, "--to", to, "--format", "json", "-o", &file]).output().unwrap();
                 assert!(matches!(o.status.code(), Some(0) | Some(3)), "{report}: {}", String::from_utf8_lossy(&o.stderr));
@@ -331,16 +331,17 @@ fn heatmap_and_daily_pool_from_the_sums_equal_the_per_row_sql() {
                days.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>());
 }
 
-/// The queue's hourly pending demand and the quota review's histogram and pending GPU-seconds,
-/// read from the pending and whole-GPU rollups (`queries/queue_pending.sql`, `quota_use.sql`,
-/// `quota_limits.sql` over `pending_buckets` / `namespace_gpus`), against the per-row SQL they
+/// The queue's hourly pending demand, the quota review's histogram and pending GPU-seconds and
+/// the idle report's unallocated GPUs and zombie memory, read from the rollups
+/// (`queries/queue_pending.sql`, `quota_use.sql`, `quota_limits.sql`, `idle_unallocated.sql`,
+/// `idle_zombie.sql` over `pending_buckets` / `namespace_gpus` / `unallocated_units`), against the per-row SQL they
 /// replaced (`benches/sql/`, every sample), over a window that starts and ends inside buckets
 /// (those days read from their samples) and over whole days (rollups only); again with the
 /// rollups gone, and for one cluster (`--cluster`). And the completeness counts kept in each
 /// day's GPU rollup against `queries/completeness.sql` over the day's samples.
 #[test]
 fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
-    use gpuledger::lake::day_sums::{NamespaceGpus, PendingSums};
+    use gpuledger::lake::day_sums::{NamespaceGpus, PendingSums, UnallocatedUnits};
     use gpuledger::lake::rollup::Kind;
     use gpuledger::report::rolled;
     let tmp = tempfile::tempdir().unwrap();
@@ -371,14 +372,28 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
                 assert_eq!(got, want, "{name} over {window:?} (cluster {cluster:?}): rollups vs every row");
                 sizes.push(got.len());
             }
+            // The idle report's unallocated GPUs and zombie memory (`$7`, at two thresholds).
+            for mem in [0.0, 1024.0] {
+                let mut params = window_params(window);
+                params.extend([ScalarValue::Float64(Some(5.0)), ScalarValue::Int64(Some(1800)), ScalarValue::Float64(Some(mem))]);
+                rolled::register::<UnallocatedUnits>(&ctx, "idle", Kind::UnallocatedUnits, window).await.unwrap();
+                for name in ["idle_unallocated", "idle_zombie"] {
+                    let got = rows(&run_query(&ctx, name, &queries.get(name).unwrap(), params.clone()).await.unwrap());
+                    let want = rows(&run_query(&ctx, name, &per_row(name), params.clone()).await.unwrap());
+                    assert_eq!(got, want, "{name} over {window:?} (cluster {cluster:?}, zombie over {mem} MiB): rollups vs every row");
+                    sizes.push(got.len());
+                }
+                rolled::deregister(&ctx, Kind::UnallocatedUnits);
+            }
             sizes
         })
     };
     // 3 days: the cut window's first and last days are read from their samples.
     let sizes = compare(None, &cut, 1);
     assert!(sizes[0] > 40 && sizes[1] > 10 && sizes[2] > 3, "pending hours, histogram rows, namespaces: {sizes:?}");
+    assert!(sizes[3] > 3 && sizes[4] > 0, "unallocated node/model rows and zombie GPUs at 0 MiB: {sizes:?}");
     assert_eq!(compare(None, &whole, 3), compare(Some("east"), &whole, 3));
-    assert_eq!(compare(Some("west"), &whole, 3), vec![0, 0, 0], "another cluster's view is empty");
+    assert_eq!(compare(Some("west"), &whole, 3), vec![0; 7], "another cluster's view is empty");
 
     // Completeness: each day's counts from its rollup equal the SQL over its samples.
     let sql = std::fs::read_to_string(common::repo_root().join("queries/completeness.sql")).unwrap();

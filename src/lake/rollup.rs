@@ -5,6 +5,8 @@
 //!   key/value metadata the day's completeness counts (`day_sums::DayCounts`);
 //! - `namespace_gpus` of `gpu_samples`: per namespace and bucket, the seconds it held each number
 //!   of whole GPUs (`day_sums::NamespaceGpus`, the quota review);
+//! - `unallocated_units` of `gpu_samples`: GPU time no pod held per GPU unit and bucket
+//!   (`day_sums::UnallocatedUnits`, the idle report's unallocated GPUs and zombie memory);
 //! - `pending_buckets` of `pending_samples`: pending pod- and GPU-time per namespace, priority
 //!   class, GPU resource and bucket (`day_sums::PendingSums`, the queue and quota reviews).
 //!
@@ -30,7 +32,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
 use super::buckets::{self, BucketSums, BUCKET_MS};
-use super::day_sums::{self, DayCounts, DaySums, NamespaceGpus, PendingSums, StoredCounts};
+use super::day_sums::{self, DayCounts, DaySums, NamespaceGpus, PendingSums, StoredCounts, UnallocatedUnits};
 use super::intern::Interner;
 use super::layout::Lake;
 use super::writer::WriteError;
@@ -52,16 +54,18 @@ const KEY_DAY_COUNTS: &str = "gpuledger.rollup.day_counts";
 pub enum Kind {
     GpuBuckets,
     NamespaceGpus,
+    UnallocatedUnits,
     PendingBuckets,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::GpuBuckets, Kind::NamespaceGpus, Kind::PendingBuckets];
+    pub const ALL: [Kind; 4] = [Kind::GpuBuckets, Kind::NamespaceGpus, Kind::UnallocatedUnits, Kind::PendingBuckets];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::GpuBuckets => "gpu_buckets",
             Kind::NamespaceGpus => "namespace_gpus",
+            Kind::UnallocatedUnits => "unallocated_units",
             Kind::PendingBuckets => "pending_buckets",
         }
     }
@@ -69,7 +73,7 @@ impl Kind {
     /// The table whose day files it sums.
     pub fn source(self) -> Table {
         match self {
-            Kind::GpuBuckets | Kind::NamespaceGpus => Table::GpuSamples,
+            Kind::GpuBuckets | Kind::NamespaceGpus | Kind::UnallocatedUnits => Table::GpuSamples,
             Kind::PendingBuckets => Table::PendingSamples,
         }
     }
@@ -79,7 +83,7 @@ impl Kind {
         match self {
             // 4: the day's completeness counts in the metadata.
             Kind::GpuBuckets => 4,
-            Kind::NamespaceGpus | Kind::PendingBuckets => 1,
+            Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::PendingBuckets => 1,
         }
     }
 
@@ -87,6 +91,7 @@ impl Kind {
         match self {
             Kind::GpuBuckets => buckets::schema(),
             Kind::NamespaceGpus => day_sums::namespace_gpus_schema(),
+            Kind::UnallocatedUnits => day_sums::unallocated_schema(),
             Kind::PendingBuckets => day_sums::pending_schema(),
         }
     }
@@ -132,10 +137,11 @@ fn sum_day<'a>(table: Table, path: &Path, batches: impl Iterator<Item = &'a Reco
     let strings = Mutex::new(Interner::default());
     match table {
         Table::GpuSamples => {
-            let (mut sums, mut held, mut counts) = (BucketSums::default(), NamespaceGpus::default(), DayCounts::default());
+            let (mut sums, mut held, mut counts, mut free) = (BucketSums::default(), NamespaceGpus::default(), DayCounts::default(), UnallocatedUnits::default());
             for b in batches {
                 sums.add(&strings, path, b, i64::MIN, i64::MAX)?;
                 DaySums::add(&mut held, &strings, path, b, i64::MIN, i64::MAX)?;
+                DaySums::add(&mut free, &strings, path, b, i64::MIN, i64::MAX)?;
                 counts.add(&strings, path, b)?;
             }
             let strings = strings.into_inner().expect("interner lock");
@@ -145,6 +151,7 @@ fn sum_day<'a>(table: Table, path: &Path, batches: impl Iterator<Item = &'a Reco
                 Summed(vec![
                     (Kind::GpuBuckets, BucketSums::finish(&[sums], &strings), vec![KeyValue::new(KEY_DAY_COUNTS.into(), stored)]),
                     (Kind::NamespaceGpus, NamespaceGpus::finish(&[held], &strings), vec![]),
+                    (Kind::UnallocatedUnits, UnallocatedUnits::finish(&[free], &strings), vec![]),
                 ]),
                 rows,
             ))
@@ -165,7 +172,7 @@ fn sum_day<'a>(table: Table, path: &Path, batches: impl Iterator<Item = &'a Reco
 fn columns(table: Table) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
     let lists: Vec<Vec<&'static str>> = match table {
-        Table::GpuSamples => vec![buckets::COLUMNS.to_vec(), NamespaceGpus::COLUMNS.to_vec(), DayCounts::columns()],
+        Table::GpuSamples => vec![buckets::COLUMNS.to_vec(), NamespaceGpus::COLUMNS.to_vec(), UnallocatedUnits::COLUMNS.to_vec(), DayCounts::columns()],
         Table::PendingSamples => vec![PendingSums::COLUMNS.to_vec()],
         _ => vec![],
     };

@@ -22,6 +22,8 @@ use crate::lake::passes::idle_runs::{self, IdleRule};
 use super::{ReportError, Result};
 use crate::config::Config;
 use crate::engine::{run_query, session_lake};
+use crate::lake::day_sums::UnallocatedUnits;
+use crate::lake::rollup::Kind;
 use crate::queries::Queries;
 use crate::domain::window::Window;
 
@@ -157,7 +159,17 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
 
     let mut unalloc_rows = Vec::new();
     let (mut un_total, mut un_cost) = (0i64, 0i128);
-    for b in &run_query(ctx, "idle_unallocated", &queries.get("idle_unallocated")?, params.clone()).await? {
+    // Unallocated GPUs and zombie memory: both from the GPU time no pod held, per unit and
+    // bucket (the lake's rollups, or the window's rows).
+    super::rolled::register::<UnallocatedUnits>(ctx, "idle_unallocated", Kind::UnallocatedUnits, window).await?;
+    let unallocated = run_query(ctx, "idle_unallocated", &queries.get("idle_unallocated")?, params.clone()).await;
+    let zombie = match &unallocated {
+        Ok(_) => run_query(ctx, "idle_zombie", &queries.get("idle_zombie")?, params).await,
+        Err(_) => Ok(Vec::new()),
+    };
+    super::rolled::deregister(ctx, Kind::UnallocatedUnits);
+    let (unallocated, zombie) = (unallocated?, zombie?);
+    for b in &unallocated {
         let r = "idle_unallocated";
         let (node, model, units, us, cost) = (strs(r, b, "node")?, strs(r, b, "gpu_model")?, ints(r, b, "units")?, ints(r, b, "gpu_us")?, decimals(r, b, "cost_us")?);
         for i in 0..b.num_rows() {
@@ -179,7 +191,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     };
 
     let mut zombie_rows = Vec::new();
-    for b in &run_query(ctx, "idle_zombie", &queries.get("idle_zombie")?, params).await? {
+    for b in &zombie {
         let r = "idle_zombie";
         let (node, uuid, gi, model, profile) = (strs(r, b, "node")?, strs(r, b, "gpu_uuid")?, ints(r, b, "gpu_instance_id")?, strs(r, b, "gpu_model")?, strs(r, b, "mig_profile")?);
         let (us, mem, first, last) = (ints(r, b, "gpu_us")?, ints(r, b, "max_mem_mib")?, millis(r, b, "first_seen")?, millis(r, b, "last_seen")?);

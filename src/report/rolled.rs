@@ -18,21 +18,39 @@ use crate::queries::Queries;
 /// Runs query `name` (with the window as `$1`..`$4`) over `kind`'s sums of `window`, folded
 /// with `S`, registered as the table `kind.name()` for the query and taken away after.
 pub async fn query<S: DaySums + 'static>(ctx: &SessionContext, queries: &Queries, name: &'static str, kind: Kind, window: &Window) -> Result<Vec<RecordBatch>> {
-    let shape = |detail: &str| ReportError::Shape { report: name, detail: detail.into() };
+    register::<S>(ctx, name, kind, window).await?;
+    let result = match queries.get(name) {
+        Ok(sql) => crate::engine::run_query(ctx, name, &sql, window_params(window)).await.map_err(ReportError::from),
+        Err(e) => Err(e.into()),
+    };
+    deregister(ctx, kind);
+    result
+}
+
+/// Registers `kind`'s sums of `window` (folded with `S`, limited to the session's cluster) as
+/// the table `kind.name()`, for `report`'s queries; `deregister` takes it away.
+pub async fn register<S: DaySums + 'static>(ctx: &SessionContext, report: &'static str, kind: Kind, window: &Window) -> Result<()> {
+    let shape = |detail: &str| ReportError::Shape { report, detail: detail.into() };
     let lake = crate::engine::session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan"))?;
     let threads = ctx.state().config().target_partitions();
-    let sql = queries.get(name)?;
     let w = *window;
     let sums = tokio::task::spawn_blocking(move || scan::<S>(&lake, kind, &w, threads))
         .await
-        .map_err(|source| ReportError::PassStopped { report: name, pass: "the rollup pass", source })??;
-    tracing::debug!("{name}: {} {} rows ({} days from rollups, samples read for {:?})", kind.name(), sums.batches.iter().map(|b| b.num_rows()).sum::<usize>(), sums.rollup_days, sums.scanned_days);
+        .map_err(|source| ReportError::PassStopped { report, pass: "the rollup pass", source })??;
+    tracing::debug!("{report}: {} {} rows ({} days from rollups, samples read for {:?})", kind.name(), sums.batches.iter().map(|b| b.num_rows()).sum::<usize>(), sums.rollup_days, sums.scanned_days);
     let batches = match crate::engine::session_cluster(ctx) {
-        Some(c) => sums.batches.iter().map(|b| super::gpu_buckets::of_cluster(b, &c, name)).collect::<Result<Vec<_>>>()?,
+        Some(c) => sums.batches.iter().map(|b| super::gpu_buckets::of_cluster(b, &c, report)).collect::<Result<Vec<_>>>()?,
         None => sums.batches,
     };
-    crate::engine::register_batches(ctx, kind.name(), kind.schema(), vec![batches])?;
-    let result = crate::engine::run_query(ctx, name, &sql, window_params(window)).await.map_err(ReportError::from);
+    // Dealt round-robin over the session's partitions, so the queries aggregate on every core.
+    let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); threads.max(1)];
+    for (i, b) in batches.into_iter().enumerate() {
+        partitions[i % threads.max(1)].push(b);
+    }
+    crate::engine::register_batches(ctx, kind.name(), kind.schema(), partitions)?;
+    Ok(())
+}
+
+pub fn deregister(ctx: &SessionContext, kind: Kind) {
     let _ = ctx.deregister_table(kind.name());
-    result
 }
