@@ -57,7 +57,9 @@ fn streaming_pass_equals_the_windowed_sql() {
     let config = Config::default();
     let queries = Queries::new(None);
     let mut compared = 0;
-    for rule in [IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, IdleRule { util_threshold_pct: 30.0, min_secs: 60 }] {
+    // At the default threshold the whole days 2 and 3 come from their idle rollups (runs of at
+    // least 30 minutes, and of at least a minute, the shortest they keep); at 30 % from the samples.
+    for rule in [IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, IdleRule { util_threshold_pct: 5.0, min_secs: 60 }, IdleRule { util_threshold_pct: 30.0, min_secs: 60 }] {
         let (want, got) = rt.block_on(async {
             let ctx = SessionBuilder::default().build(&lake, &config).await.unwrap();
             let want = run_query(&ctx, "windowed", &windowed, params(&window, rule)).await.unwrap();
@@ -73,7 +75,7 @@ fn streaming_pass_equals_the_windowed_sql() {
         assert_eq!(want.len(), got.len());
         compared += want.len();
     }
-    assert!(compared > 200);
+    assert!(compared > 300);
     // Pods on the time-sliced GPU (several at the same step) and on MIG instances are among them.
     let scan = scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, None).unwrap();
     let (counted, sliced, mig) = rt.block_on(async {
@@ -93,6 +95,7 @@ fn streaming_pass_equals_the_windowed_sql() {
         )
     });
     assert_eq!(scan.rows as i64, counted, "the pass reads every GPU row with a pod inside the window");
+    assert_eq!(scan.rollup_days, 2, "the two whole days from their rollups");
     assert!(sliced >= 4 && mig >= 4, "time-sliced pods {sliced}, MIG pods {mig}");
 }
 
@@ -393,6 +396,16 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
     assert!(sizes[0] > 40 && sizes[1] > 10 && sizes[2] > 3, "pending hours, histogram rows, namespaces: {sizes:?}");
     assert!(sizes[3] > 3 && sizes[4] > 0, "unallocated node/model rows and zombie GPUs at 0 MiB: {sizes:?}");
     assert_eq!(compare(None, &whole, 3), compare(Some("east"), &whole, 3));
+    // The idle pass over whole days reads the days' idle rollups; one cluster's view of them.
+    let idle = |cluster: Option<&str>| {
+        let found = scan(&lake, &whole, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, cluster).unwrap();
+        (found.rollup_days, rows(std::slice::from_ref(&found.holding)), rows(std::slice::from_ref(&found.runs)))
+    };
+    let (days, holdings, runs) = idle(None);
+    assert_eq!(days, 3);
+    assert!(holdings.len() > 20 && !runs.is_empty(), "{} holdings, {} runs", holdings.len(), runs.len());
+    assert_eq!(idle(Some("east")), (3, holdings, runs));
+    assert_eq!(idle(Some("west")).1.len(), 0);
     assert_eq!(compare(Some("west"), &whole, 3), vec![0; 7], "another cluster's view is empty");
 
     // Completeness: each day's counts from its rollup equal the SQL over its samples.

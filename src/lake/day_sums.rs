@@ -374,6 +374,9 @@ impl DayCounts {
         let inst = typed::<Int16Array>(b, path, "gpu_instance_id")?;
         let share = typed::<Float64Array>(b, path, "share")?;
         let util = typed::<Float32Array>(b, path, "util_pct")?;
+        // Rows are sorted by cluster, node, GPU and instance: a unit's rows come together, so
+        // the sets are touched once per unit, not per row.
+        let mut last: Option<(u32, (u32, i16))> = None;
         for i in 0..b.num_rows() {
             let c = cluster_id(&cluster, &m[0], i, default);
             let unit = (row_id(&uuid, &m[1], i), if inst.is_null(i) { i16::MIN } else { inst.value(i) });
@@ -381,8 +384,12 @@ impl DayCounts {
             let (t, s, has_util) = (ts.value(i), step.value(i), util.is_valid(i));
             let whole = share.value(i) >= 1.0;
             let per = self.by_cluster.entry(c).or_default();
+            let new_unit = last != Some((c, unit));
+            last = Some((c, unit));
             for acc in [&mut self.all, per] {
-                acc.units.insert(unit);
+                if new_unit {
+                    acc.units.insert(unit);
+                }
                 acc.step_s = Some(acc.step_s.map_or(s, |m| m.min(s)));
                 if !measured {
                     continue;

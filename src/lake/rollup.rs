@@ -7,6 +7,9 @@
 //!   of whole GPUs (`day_sums::NamespaceGpus`, the quota review);
 //! - `unallocated_units` of `gpu_samples`: GPU time no pod held per GPU unit and bucket
 //!   (`day_sums::UnallocatedUnits`, the idle report's unallocated GPUs and zombie memory);
+//! - `idle_holdings` and `idle_stretches` of `gpu_samples`: per GPU unit and pod, the day's
+//!   allocated-but-idle counters and the idle runs cut by its edges, and the runs inside it
+//!   (`passes::idle_runs::IdleDay`, at the default threshold; merged across days by the idle report);
 //! - `pending_buckets` of `pending_samples`: pending pod- and GPU-time per namespace, priority
 //!   class, GPU resource and bucket (`day_sums::PendingSums`, the queue and quota reviews).
 //!
@@ -34,6 +37,7 @@ use parquet::file::properties::WriterProperties;
 use super::buckets::{self, BucketSums, BUCKET_MS};
 use super::day_sums::{self, DayCounts, DaySums, NamespaceGpus, PendingSums, StoredCounts, UnallocatedUnits};
 use super::intern::Interner;
+use super::passes::idle_runs::{self, IdleDay};
 use super::layout::Lake;
 use super::writer::WriteError;
 use super::Table;
@@ -55,17 +59,21 @@ pub enum Kind {
     GpuBuckets,
     NamespaceGpus,
     UnallocatedUnits,
+    IdleHoldings,
+    IdleStretches,
     PendingBuckets,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::GpuBuckets, Kind::NamespaceGpus, Kind::UnallocatedUnits, Kind::PendingBuckets];
+    pub const ALL: [Kind; 6] = [Kind::GpuBuckets, Kind::NamespaceGpus, Kind::UnallocatedUnits, Kind::IdleHoldings, Kind::IdleStretches, Kind::PendingBuckets];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::GpuBuckets => "gpu_buckets",
             Kind::NamespaceGpus => "namespace_gpus",
             Kind::UnallocatedUnits => "unallocated_units",
+            Kind::IdleHoldings => "idle_holdings",
+            Kind::IdleStretches => "idle_stretches",
             Kind::PendingBuckets => "pending_buckets",
         }
     }
@@ -73,7 +81,7 @@ impl Kind {
     /// The table whose day files it sums.
     pub fn source(self) -> Table {
         match self {
-            Kind::GpuBuckets | Kind::NamespaceGpus | Kind::UnallocatedUnits => Table::GpuSamples,
+            Kind::GpuBuckets | Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::IdleHoldings | Kind::IdleStretches => Table::GpuSamples,
             Kind::PendingBuckets => Table::PendingSamples,
         }
     }
@@ -83,7 +91,8 @@ impl Kind {
         match self {
             // 4: the day's completeness counts in the metadata.
             Kind::GpuBuckets => 4,
-            Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::PendingBuckets => 1,
+            // Idle: folded at ROLLUP_THRESHOLD_PCT, runs from ROLLUP_MIN_RUN_SECS (bump on change).
+            Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::IdleHoldings | Kind::IdleStretches | Kind::PendingBuckets => 1,
         }
     }
 
@@ -92,6 +101,8 @@ impl Kind {
             Kind::GpuBuckets => buckets::schema(),
             Kind::NamespaceGpus => day_sums::namespace_gpus_schema(),
             Kind::UnallocatedUnits => day_sums::unallocated_schema(),
+            Kind::IdleHoldings => idle_runs::day_holdings_schema(),
+            Kind::IdleStretches => idle_runs::day_stretches_schema(),
             Kind::PendingBuckets => day_sums::pending_schema(),
         }
     }
@@ -132,39 +143,50 @@ pub fn file(lake: &Lake, date: NaiveDate) -> PathBuf {
 /// A day's rollups, summed from its rows.
 struct Summed(Vec<(Kind, RecordBatch, Vec<KeyValue>)>);
 
-/// Every rollup of `table`'s day from its batches (the whole day).
-fn sum_day<'a>(table: Table, path: &Path, batches: impl Iterator<Item = &'a RecordBatch>) -> Result<(Summed, u64), buckets::BucketError> {
-    let strings = Mutex::new(Interner::default());
-    match table {
-        Table::GpuSamples => {
-            let (mut sums, mut held, mut counts, mut free) = (BucketSums::default(), NamespaceGpus::default(), DayCounts::default(), UnallocatedUnits::default());
-            for b in batches {
-                sums.add(&strings, path, b, i64::MIN, i64::MAX)?;
-                DaySums::add(&mut held, &strings, path, b, i64::MIN, i64::MAX)?;
-                DaySums::add(&mut free, &strings, path, b, i64::MIN, i64::MAX)?;
-                counts.add(&strings, path, b)?;
+/// Every rollup of one day of a table, folded batch by batch as the day's rows stream by.
+#[derive(Default)]
+struct DayFold {
+    buckets: BucketSums,
+    held: NamespaceGpus,
+    free: UnallocatedUnits,
+    counts: DayCounts,
+    idle: IdleDay,
+    pending: PendingSums,
+    rows: u64,
+}
+
+impl DayFold {
+    fn add(&mut self, table: Table, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch) -> Result<(), buckets::BucketError> {
+        self.rows += b.num_rows() as u64;
+        match table {
+            Table::GpuSamples => {
+                self.buckets.add(strings, path, b, i64::MIN, i64::MAX)?;
+                DaySums::add(&mut self.held, strings, path, b, i64::MIN, i64::MAX)?;
+                DaySums::add(&mut self.free, strings, path, b, i64::MIN, i64::MAX)?;
+                self.idle.add(strings, path, b, i64::MIN, i64::MAX, None).map_err(|e| buckets::BucketError::Fold(e.to_string()))?;
+                self.counts.add(strings, path, b)
             }
-            let strings = strings.into_inner().expect("interner lock");
-            let stored = serde_json::to_string(&counts.finish(&strings)).expect("counts serialise");
-            let rows = sums.rows;
-            Ok((
+            Table::PendingSamples => DaySums::add(&mut self.pending, strings, path, b, i64::MIN, i64::MAX),
+            _ => Ok(()),
+        }
+    }
+
+    fn finish(self, table: Table, strings: &Interner) -> Summed {
+        match table {
+            Table::GpuSamples => {
+                let stored = serde_json::to_string(&self.counts.finish(strings)).expect("counts serialise");
+                let (holdings, stretches) = self.idle.to_batches(strings);
                 Summed(vec![
-                    (Kind::GpuBuckets, BucketSums::finish(&[sums], &strings), vec![KeyValue::new(KEY_DAY_COUNTS.into(), stored)]),
-                    (Kind::NamespaceGpus, NamespaceGpus::finish(&[held], &strings), vec![]),
-                    (Kind::UnallocatedUnits, UnallocatedUnits::finish(&[free], &strings), vec![]),
-                ]),
-                rows,
-            ))
-        }
-        Table::PendingSamples => {
-            let mut sums = PendingSums::default();
-            for b in batches {
-                sums.add(&strings, path, b, i64::MIN, i64::MAX)?;
+                    (Kind::GpuBuckets, BucketSums::finish(&[self.buckets], strings), vec![KeyValue::new(KEY_DAY_COUNTS.into(), stored)]),
+                    (Kind::NamespaceGpus, NamespaceGpus::finish(&[self.held], strings), vec![]),
+                    (Kind::UnallocatedUnits, UnallocatedUnits::finish(&[self.free], strings), vec![]),
+                    (Kind::IdleHoldings, holdings, vec![]),
+                    (Kind::IdleStretches, stretches, vec![]),
+                ])
             }
-            let rows = sums.rows();
-            Ok((Summed(vec![(Kind::PendingBuckets, PendingSums::finish(&[sums], &strings.into_inner().expect("interner lock")), vec![])]), rows))
+            Table::PendingSamples => Summed(vec![(Kind::PendingBuckets, PendingSums::finish(&[self.pending], strings), vec![])]),
+            _ => Summed(vec![]),
         }
-        _ => Ok((Summed(vec![]), 0)),
     }
 }
 
@@ -172,7 +194,7 @@ fn sum_day<'a>(table: Table, path: &Path, batches: impl Iterator<Item = &'a Reco
 fn columns(table: Table) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
     let lists: Vec<Vec<&'static str>> = match table {
-        Table::GpuSamples => vec![buckets::COLUMNS.to_vec(), NamespaceGpus::COLUMNS.to_vec(), UnallocatedUnits::COLUMNS.to_vec(), DayCounts::columns()],
+        Table::GpuSamples => vec![buckets::COLUMNS.to_vec(), NamespaceGpus::COLUMNS.to_vec(), UnallocatedUnits::COLUMNS.to_vec(), idle_runs::COLUMNS.to_vec(), DayCounts::columns()],
         Table::PendingSamples => vec![PendingSums::COLUMNS.to_vec()],
         _ => vec![],
     };
@@ -196,8 +218,11 @@ pub fn remove(lake: &Lake, table: Table, date: NaiveDate) -> Result<(), WriteErr
 /// Sums `rows` (the day's rows of `table` as just published at `source_file`) and publishes
 /// the day's rollups (atomically, as every lake file), naming the source file's rows and bytes.
 pub fn write(lake: &Lake, table: Table, date: NaiveDate, rows: &RecordBatch, source_file: &Path) -> Result<(), WriteError> {
-    let (summed, _) = sum_day(table, source_file, std::iter::once(rows)).map_err(|e| WriteError::Rollup { date, detail: e.to_string() })?;
-    publish(lake, date, summed, rows.num_rows() as u64, source_file)
+    let strings = Mutex::new(Interner::default());
+    let mut fold = DayFold::default();
+    fold.add(table, &strings, source_file, rows).map_err(|e| WriteError::Rollup { date, detail: e.to_string() })?;
+    let n = fold.rows;
+    publish(lake, date, fold.finish(table, &strings.into_inner().expect("interner lock")), n, source_file)
 }
 
 fn publish(lake: &Lake, date: NaiveDate, summed: Summed, source_rows: u64, source_file: &Path) -> Result<(), WriteError> {
@@ -260,8 +285,9 @@ pub fn source_days(lake: &Lake, first: NaiveDate, last: NaiveDate) -> io::Result
 /// reading the day's rows where one is missing or stale (every day with `force`); `done` is
 /// called per day. For lakes written before rollups (or before a kind of them), and after a
 /// crash between a day's samples and its rollups.
-pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut done: impl FnMut(NaiveDate)) -> Result<Refreshed, RefreshError> {
+pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut done: impl FnMut(NaiveDate) + Send) -> Result<Refreshed, RefreshError> {
     let mut out = Refreshed::default();
+    let mut work: Vec<(Table, NaiveDate, PathBuf)> = Vec::new();
     for table in SOURCES {
         for date in lake.dates(table).map_err(|source| WriteError::Io { path: lake.table_dir(table), source })? {
             if date < first || date > last {
@@ -282,31 +308,57 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
                     })
                     .collect()
             };
-            let (current, written) = match table {
-                Table::GpuSamples => (&mut out.current, &mut out.written),
-                _ => (&mut out.pending_current, &mut out.pending_written),
-            };
             if stale.is_empty() {
-                *current += 1;
+                match table {
+                    Table::GpuSamples => out.current += 1,
+                    _ => out.pending_current += 1,
+                }
                 done(date);
                 continue;
             }
             if !force {
                 tracing::info!("{} rollups of {date} are not current ({}); rewriting them", table.name(), stale.join("; "));
             }
-            let cols = columns(table);
-            let parts = super::scan::fold_files(lake, std::slice::from_ref(&source), &cols, 1, Vec::new, |held: &mut Vec<RecordBatch>, _, b| {
-                held.push(b);
-                Ok::<(), buckets::BucketError>(())
-            })?;
-            let batches: Vec<RecordBatch> = parts.into_iter().flatten().collect();
-            let (summed, rows) = sum_day(table, &source, batches.iter())?;
-            publish(lake, date, summed, rows, &source)?;
-            written.push(date);
-            done(date);
+            work.push((table, date, source));
+        }
+    }
+    // The days to rewrite, a day per thread at a time (each streams its day: memory holds
+    // sums, not rows).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4).min(work.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = Mutex::new(done);
+    let results: Vec<Mutex<Option<Result<(), RefreshError>>>> = work.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((table, date, source)) = work.get(i) else { return };
+                let r = refold(lake, *table, source).and_then(|(summed, rows)| publish(lake, *date, summed, rows, source).map_err(RefreshError::from));
+                if r.is_ok() {
+                    (done.lock().expect("progress lock"))(*date);
+                }
+                *results[i].lock().expect("result slot") = Some(r);
+            });
+        }
+    });
+    for ((table, date, _), r) in work.iter().zip(results) {
+        r.into_inner().expect("result slot").expect("every day done")?;
+        match table {
+            Table::GpuSamples => out.written.push(*date),
+            _ => out.pending_written.push(*date),
         }
     }
     Ok(out)
+}
+
+/// A day's rollups from its file, its rows streamed by (memory holds the sums, not the rows).
+fn refold(lake: &Lake, table: Table, source: &Path) -> Result<(Summed, u64), RefreshError> {
+    let strings = Mutex::new(Interner::default());
+    let cols = columns(table);
+    let mut parts = super::scan::fold_files(lake, &[source.to_path_buf()], &cols, 1, DayFold::default, |fold: &mut DayFold, path, b| fold.add(table, &strings, path, &b))?;
+    let fold = parts.pop().unwrap_or_default();
+    let rows = fold.rows;
+    Ok((fold.finish(table, &strings.into_inner().expect("interner lock")), rows))
 }
 
 /// What a day's rollup can be used for.

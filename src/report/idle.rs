@@ -74,7 +74,7 @@ pub async fn pod_idle(ctx: &SessionContext, queries: &Queries, window: &Window, 
     let found = tokio::task::spawn_blocking(move || idle_runs::scan(&lake, &w, rule, cluster.as_deref()))
         .await
         .map_err(|source| ReportError::PassStopped { report: R, pass: "the idle scan", source })??;
-    tracing::debug!("idle scan: {} rows, {} holdings, {} runs in {:.2}s", found.rows, found.holding.num_rows(), found.runs.num_rows(), t.elapsed().as_secs_f64());
+    tracing::debug!("idle scan: {} rows ({} days from rollups), {} holdings, {} runs in {:.2}s", found.rows, found.rollup_days, found.holding.num_rows(), found.runs.num_rows(), t.elapsed().as_secs_f64());
     let register = |name: &str, batch: RecordBatch| -> Result<()> {
         crate::engine::register_batches(ctx, name, batch.schema(), vec![vec![batch]])?;
         Ok(())

@@ -15,7 +15,8 @@
 //! - `idle_runs`: every idle run of at least `min_secs`, with its start and GPU-us.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::{
     Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray,
@@ -24,7 +25,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
 use crate::lake::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
-use crate::lake::scan::{OrderedScan, ScanError};
+use crate::lake::scan::ScanError;
 use crate::lake::schema::ts_type;
 use crate::lake::{Lake, Table};
 use crate::domain::window::Window;
@@ -32,7 +33,7 @@ use crate::domain::window::Window;
 pub const HOLDING_TABLE: &str = "idle_holding";
 pub const RUNS_TABLE: &str = "idle_runs";
 
-const COLUMNS: [&str; 10] = ["ts", "step_s", "gpu_uuid", "gpu_instance_id", "gpu_model", "namespace", "pod", "share", "util_pct", "cluster"];
+pub const COLUMNS: [&str; 10] = ["ts", "step_s", "gpu_uuid", "gpu_instance_id", "gpu_model", "namespace", "pod", "share", "util_pct", "cluster"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdleScanError {
@@ -82,11 +83,13 @@ pub fn runs_schema() -> SchemaRef {
 pub struct IdleScan {
     pub holding: RecordBatch,
     pub runs: RecordBatch,
-    /// GPU rows read (inside the window, with a pod).
+    /// GPU rows read (inside the window, with a pod), or counted by the rollups.
     pub rows: u64,
+    /// Days answered by their stored rollup.
+    pub rollup_days: usize,
 }
 
-#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+#[derive(Debug, Hash, PartialEq, Eq, Clone, Copy)]
 struct Key {
     gpu: u32,
     gi: i16,
@@ -94,67 +97,91 @@ struct Key {
     pod: u32,
 }
 
-struct OpenRun {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
     start: i64,
     steps: i64,
     secs: i64,
     gpu_us: i64,
 }
 
-struct Holding {
+impl Run {
+    fn then(self, next: Run) -> Run {
+        Run { start: self.start, steps: self.steps + next.steps, secs: self.secs + next.secs, gpu_us: self.gpu_us + next.gpu_us }
+    }
+}
+
+/// One holding (GPU unit and pod) within one day: its counters as if the day stood alone, and
+/// the idle runs cut by the day's edges (`lead`: the run the day opens with, `trail`: the run
+/// still open at its end; one run covering the whole day is `lead` with `all_idle`), which the
+/// merge joins to the neighbouring days'.
+#[derive(Debug, Clone)]
+struct DayHolding {
     key: Key,
+    cluster: u32,
     model: u32,
     has_gi: bool,
     held_us: i64,
     steps: i64,
     idle_steps: i64,
+    /// Busy-to-idle steps, the day's first step counting as one when idle.
     drops: i64,
-    prev_idle: bool,
+    first_idle: bool,
+    last_idle: bool,
+    all_idle: bool,
+    lead: Option<Run>,
+    trail: Option<Run>,
+    // While folding: the last row's time and the open run (and whether it opened the day).
     last_ts: i64,
-    run: Option<OpenRun>,
+    open: Option<Run>,
+    open_is_lead: bool,
 }
 
-struct ClosedRun {
-    holding: usize,
-    start: i64,
-    steps: i64,
-    gpu_us: i64,
+/// One day's (or a day's part of a window) idle summary: per holding its counters and edge
+/// runs, and the runs inside the day of at least `min_secs`. Folded from the day's rows in file
+/// order (each holding's rows in time order); written by the lake's writer as the day's idle
+/// rollups (`idle_holdings`, `idle_stretches`) and merged day after day into a window's tables.
+pub struct IdleDay {
+    threshold_pct: f64,
+    min_secs: i64,
+    holdings: Vec<DayHolding>,
+    index: HashMap<Key, usize>,
+    interior: Vec<(usize, Run)>,
+    /// Rows folded in.
+    pub rows: u64,
 }
 
-/// One pass over `gpu_samples` in `window`.
-/// Only rows of `cluster` where one is given (a null cluster is `default`).
-pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>) -> Result<IdleScan, IdleScanError> {
-    let (first, last) = window.date_bounds();
-    let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
-    let mut strings = Interner::default();
-    let mut holdings: Vec<Holding> = Vec::new();
-    let mut index: HashMap<Key, usize> = HashMap::new();
-    let mut runs: Vec<ClosedRun> = Vec::new();
-    let mut rows = 0u64;
+/// The threshold the stored idle rollups are folded at (`idle.util_threshold_pct`'s default); a
+/// report at another threshold reads the samples.
+pub const ROLLUP_THRESHOLD_PCT: f64 = 5.0;
+/// Runs inside a day shorter than this are not stored (a report asking for shorter runs, with
+/// `idle.min_minutes` = 0, reads the samples).
+pub const ROLLUP_MIN_RUN_SECS: i64 = 60;
 
-    for item in OrderedScan::start(lake, Table::GpuSamples, first, last, &COLUMNS)? {
-        let (path, batch) = item?;
+impl IdleDay {
+    pub fn new(threshold_pct: f64, min_secs: i64) -> IdleDay {
+        IdleDay { threshold_pct, min_secs, holdings: Vec::new(), index: HashMap::new(), interior: Vec::new(), rows: 0 }
+    }
+
+    /// The day as the rollups store it.
+    pub fn for_rollup() -> IdleDay {
+        IdleDay::new(ROLLUP_THRESHOLD_PCT, ROLLUP_MIN_RUN_SECS)
+    }
+
+    /// Folds the rows of `b` (from `path`) with a pod, `ts` in `[start_ms, end_ms)` and, where
+    /// `cluster` is given, of that cluster (a null cluster is `default`).
+    pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64, cluster: Option<&str>) -> Result<(), IdleScanError> {
         let p = path.display().to_string();
-        let cols = Columns::of(&batch, &p)?;
-        let gpu_ids = strings.map_values(&cols.gpu);
-        let model_ids = strings.map_values(&cols.model);
-        let ns_ids = strings.map_values(&cols.ns);
-        let pod_ids = strings.map_values(&cols.pod);
-        // Per dictionary value of the batch's clusters: whether its rows are read.
-        let wanted: Option<(Vec<bool>, bool)> = cluster.map(|c| {
-            let names = cols.cluster.values().as_any().downcast_ref::<arrow::array::StringArray>().map(|v| v.iter().map(|n| n == Some(c)).collect()).unwrap_or_default();
-            (names, c == crate::domain::units::DEFAULT_CLUSTER)
-        });
+        let cols = Columns::of(b, &p)?;
+        let (gpu_ids, model_ids, ns_ids, pod_ids, cluster_ids, default_cluster) = {
+            let mut s = strings.lock().expect("interner lock");
+            (s.map_values(&cols.gpu), s.map_values(&cols.model), s.map_values(&cols.ns), s.map_values(&cols.pod), s.map_values(&cols.cluster), s.id(crate::domain::units::DEFAULT_CLUSTER))
+        };
+        let wanted = cluster.map(|c| strings.lock().expect("interner lock").id(c));
         let mut cached: Option<(Key, usize)> = None;
-        for i in 0..batch.num_rows() {
+        for i in 0..b.num_rows() {
             if cols.pod.is_null(i) {
                 continue;
-            }
-            if let Some((names, null_wanted)) = &wanted {
-                let keep = if cols.cluster.is_null(i) { *null_wanted } else { names.get(cols.cluster.keys().value(i) as usize).copied().unwrap_or(false) };
-                if !keep {
-                    continue;
-                }
             }
             let pod = pod_ids[cols.pod.keys().value(i) as usize];
             if pod == NULL_ID {
@@ -164,7 +191,14 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>)
             if ts < start_ms || ts >= end_ms {
                 continue;
             }
-            rows += 1;
+            let c = match row_id(&cols.cluster, &cluster_ids, i) {
+                NULL_ID => default_cluster,
+                id => id,
+            };
+            if wanted.is_some_and(|w| w != c) {
+                continue;
+            }
+            self.rows += 1;
             let key = Key {
                 gpu: row_id(&cols.gpu, &gpu_ids, i),
                 gi: if cols.gi.is_null(i) { -1 } else { cols.gi.value(i) },
@@ -174,20 +208,26 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>)
             let h = match cached {
                 Some((k, h)) if k == key => h,
                 _ => {
-                    let h = *index.entry(key).or_insert_with(|| {
-                        holdings.push(Holding {
+                    let h = *self.index.entry(key).or_insert_with(|| {
+                        self.holdings.push(DayHolding {
                             key,
+                            cluster: c,
                             model: model_ids[cols.model.keys().value(i) as usize],
                             has_gi: !cols.gi.is_null(i),
                             held_us: 0,
                             steps: 0,
                             idle_steps: 0,
                             drops: 0,
-                            prev_idle: false,
+                            first_idle: false,
+                            last_idle: false,
+                            all_idle: false,
+                            lead: None,
+                            trail: None,
                             last_ts: i64::MIN,
-                            run: None,
+                            open: None,
+                            open_is_lead: false,
                         });
-                        holdings.len() - 1
+                        self.holdings.len() - 1
                     });
                     cached = Some((key, h));
                     h
@@ -197,45 +237,187 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>)
             // As the SQL: ROUND(share * step_s * 1e6), half away from zero.
             let gpu_us = (cols.share.value(i) * step_s as f64 * 1_000_000.0).round() as i64;
             let util = if cols.util.is_null(i) { 0.0 } else { cols.util.value(i) as f64 };
-            let idle = util < rule.util_threshold_pct;
-            let hold = &mut holdings[h];
+            let idle = util < self.threshold_pct;
+            let hold = &mut self.holdings[h];
             if ts < hold.last_ts {
+                let s = strings.lock().expect("interner lock");
                 return Err(IdleScanError::Unordered {
                     path: p,
-                    gpu: strings.name(key.gpu).unwrap_or("").to_string(),
-                    pod: strings.name(key.pod).unwrap_or("").to_string(),
+                    gpu: s.name(key.gpu).unwrap_or("").to_string(),
+                    pod: s.name(key.pod).unwrap_or("").to_string(),
                     earlier: hold.last_ts,
                     later: ts,
                 });
             }
+            let first = hold.steps == 0;
             hold.last_ts = ts;
             hold.held_us += gpu_us;
             hold.steps += 1;
+            if first {
+                hold.first_idle = idle;
+            }
             if idle {
                 hold.idle_steps += 1;
-                if !hold.prev_idle {
+                if !hold.last_idle || first {
                     hold.drops += 1;
                 }
-                let run = hold.run.get_or_insert(OpenRun { start: ts, steps: 0, secs: 0, gpu_us: 0 });
-                run.steps += 1;
-                run.secs += step_s;
-                run.gpu_us += gpu_us;
-            } else if let Some(run) = hold.run.take() {
-                if run.secs >= rule.min_secs {
-                    runs.push(ClosedRun { holding: h, start: run.start, steps: run.steps, gpu_us: run.gpu_us });
+                let step = Run { start: ts, steps: 1, secs: step_s, gpu_us };
+                hold.open = Some(match hold.open {
+                    Some(run) => run.then(step),
+                    None => {
+                        hold.open_is_lead = first;
+                        step
+                    }
+                });
+            } else if let Some(run) = hold.open.take() {
+                if hold.open_is_lead {
+                    hold.lead = Some(run);
+                } else if run.secs >= self.min_secs {
+                    self.interior.push((h, run));
                 }
             }
-            hold.prev_idle = idle;
+            hold.last_idle = idle;
+        }
+        Ok(())
+    }
+
+    /// Closes the runs still open at the day's end (call once, after the last `add`).
+    fn close(&mut self) {
+        for h in &mut self.holdings {
+            if let Some(run) = h.open.take() {
+                if h.open_is_lead {
+                    h.lead = Some(run);
+                    h.all_idle = true;
+                } else {
+                    h.trail = Some(run);
+                }
+            }
+        }
+    }
+}
+
+/// A window's holding, merged day after day.
+struct Holding {
+    key: Key,
+    model: u32,
+    has_gi: bool,
+    held_us: i64,
+    steps: i64,
+    idle_steps: i64,
+    drops: i64,
+    prev_idle: bool,
+    open: Option<Run>,
+}
+
+struct ClosedRun {
+    holding: usize,
+    start: i64,
+    steps: i64,
+    gpu_us: i64,
+}
+
+/// Merges closed days in time order into the window's holdings and runs of at least `min_secs`:
+/// the same as one pass over every row (a run that crosses midnight is one run; a day opening
+/// idle after one that closed idle is no new drop).
+fn merge(days: Vec<IdleDay>, min_secs: i64, strings: &Interner) -> (RecordBatch, RecordBatch) {
+    let mut holdings: Vec<Holding> = Vec::new();
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut runs: Vec<ClosedRun> = Vec::new();
+    let emit = |runs: &mut Vec<ClosedRun>, holding: usize, run: Run| {
+        if run.secs >= min_secs {
+            runs.push(ClosedRun { holding, start: run.start, steps: run.steps, gpu_us: run.gpu_us });
+        }
+    };
+    for mut day in days {
+        day.close();
+        let mut at: Vec<usize> = Vec::with_capacity(day.holdings.len());
+        for d in &day.holdings {
+            let h = *index.entry(d.key).or_insert_with(|| {
+                holdings.push(Holding { key: d.key, model: d.model, has_gi: d.has_gi, held_us: 0, steps: 0, idle_steps: 0, drops: 0, prev_idle: false, open: None });
+                holdings.len() - 1
+            });
+            at.push(h);
+            let g = &mut holdings[h];
+            g.held_us += d.held_us;
+            g.steps += d.steps;
+            g.idle_steps += d.idle_steps;
+            g.drops += d.drops - i64::from(g.prev_idle && d.first_idle);
+            if d.first_idle {
+                let lead = d.lead.expect("a day opening idle has a lead run");
+                let run = match g.open.take() {
+                    Some(open) => open.then(lead),
+                    None => lead,
+                };
+                if d.all_idle {
+                    g.open = Some(run);
+                } else {
+                    emit(&mut runs, h, run);
+                }
+            } else if let Some(open) = g.open.take() {
+                emit(&mut runs, h, open);
+            }
+            if !d.all_idle {
+                g.open = d.trail;
+            }
+            g.prev_idle = d.last_idle;
+        }
+        for (h, run) in day.interior {
+            emit(&mut runs, at[h], run);
         }
     }
     for (h, hold) in holdings.iter_mut().enumerate() {
-        if let Some(run) = hold.run.take() {
-            if run.secs >= rule.min_secs {
-                runs.push(ClosedRun { holding: h, start: run.start, steps: run.steps, gpu_us: run.gpu_us });
+        if let Some(run) = hold.open.take() {
+            emit(&mut runs, h, run);
+        }
+    }
+    (holding_batch(&holdings, strings), runs_batch(&runs, &holdings, strings))
+}
+
+/// The allocated-but-idle tables of `window` under `rule`: each whole day from its stored idle
+/// rollups where they are current and were folded at this threshold (and keep runs as short as
+/// `rule.min_secs`), the other days from their samples (on every core), merged in time order.
+/// Only rows of `cluster` where one is given (a null cluster is `default`).
+pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>) -> Result<IdleScan, IdleScanError> {
+    let (first, last) = window.date_bounds();
+    let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
+    let strings = Mutex::new(Interner::default());
+    let rollup_usable = rule.util_threshold_pct == ROLLUP_THRESHOLD_PCT && rule.min_secs >= ROLLUP_MIN_RUN_SECS;
+    // (date, the day from its rollup) in date order; days without one are read below.
+    let mut days: Vec<(chrono::NaiveDate, Option<IdleDay>)> = Vec::new();
+    let mut raw: Vec<std::path::PathBuf> = Vec::new();
+    for path in crate::lake::scan::day_files(lake, Table::GpuSamples, first, last)? {
+        let date = super::rolled::date_of(&path).ok_or_else(|| IdleScanError::Scan(ScanError::Read { path: path.clone(), detail: "not in a date=YYYY-MM-DD folder".into() }))?;
+        let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
+        let whole = start_ms <= day_ms && end_ms >= day_ms + 86_400_000;
+        let stored = if whole && rollup_usable { read_rollup(lake, date, &path, &strings, cluster, rule.min_secs) } else { None };
+        if stored.is_none() {
+            raw.push(path);
+        }
+        days.push((date, stored));
+    }
+    let rollup_days = days.iter().filter(|(_, d)| d.is_some()).count();
+    if !raw.is_empty() {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Each file's batches arrive in order on one thread; a day per file.
+        let parts = crate::lake::scan::fold_files(lake, &raw, &COLUMNS, threads, Vec::new, |folded: &mut Vec<(std::path::PathBuf, IdleDay)>, path, b| {
+            if folded.last().is_none_or(|(p, _)| p != path) {
+                folded.push((path.to_path_buf(), IdleDay::new(rule.util_threshold_pct, rule.min_secs)));
+            }
+            let (_, day) = folded.last_mut().expect("a day to fold into");
+            day.add(&strings, path, &b, start_ms, end_ms, cluster)
+        })?;
+        for (path, day) in parts.into_iter().flatten() {
+            let date = super::rolled::date_of(&path);
+            if let Some(slot) = days.iter_mut().find(|(d, stored)| Some(*d) == date && stored.is_none()) {
+                slot.1 = Some(day);
             }
         }
     }
-    Ok(IdleScan { holding: holding_batch(&holdings, &strings), runs: runs_batch(&runs, &holdings, &strings), rows })
+    let days: Vec<IdleDay> = days.into_iter().filter_map(|(_, d)| d).collect();
+    let rows = days.iter().map(|d| d.rows).sum();
+    let strings = strings.into_inner().expect("interner lock");
+    let (holding, runs) = merge(days, rule.min_secs, &strings);
+    Ok(IdleScan { holding, runs, rows, rollup_days })
 }
 
 struct Columns<'a> {
@@ -302,4 +484,207 @@ fn runs_batch(runs: &[ClosedRun], holdings: &[Holding], strings: &Interner) -> R
     cols.push(Arc::new(runs.iter().map(|r| r.steps).collect::<Int64Array>()));
     cols.push(Arc::new(runs.iter().map(|r| r.gpu_us).collect::<Int64Array>()));
     RecordBatch::try_new(runs_schema(), cols).expect("run columns match their schema")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The day as stored: `idle_holdings` (a row per holding) and `idle_stretches` (the runs inside
+// the day of at least ROLLUP_MIN_RUN_SECS).
+
+fn label_field(name: &str, nullable: bool) -> Field {
+    Field::new(name, crate::lake::schema::label_type(), nullable)
+}
+
+pub fn day_holdings_schema() -> SchemaRef {
+    let run = |p: &str| -> Vec<Field> {
+        vec![
+            Field::new(format!("{p}_start"), ts_type(), true),
+            Field::new(format!("{p}_steps"), DataType::Int64, true),
+            Field::new(format!("{p}_secs"), DataType::Int64, true),
+            Field::new(format!("{p}_gpu_us"), DataType::Int64, true),
+        ]
+    };
+    let mut fields = vec![
+        label_field("cluster", false),
+        label_field("namespace", true),
+        label_field("pod", false),
+        label_field("gpu_model", false),
+        label_field("gpu_uuid", false),
+        Field::new("gpu_instance_id", DataType::Int16, true),
+        Field::new("held_us", DataType::Int64, false),
+        Field::new("steps", DataType::Int64, false),
+        Field::new("idle_steps", DataType::Int64, false),
+        Field::new("drops", DataType::Int64, false),
+        Field::new("first_idle", DataType::Boolean, false),
+        Field::new("last_idle", DataType::Boolean, false),
+        Field::new("all_idle", DataType::Boolean, false),
+    ];
+    fields.extend(run("lead"));
+    fields.extend(run("trail"));
+    Arc::new(Schema::new(fields))
+}
+
+pub fn day_stretches_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        label_field("cluster", false),
+        label_field("namespace", true),
+        label_field("pod", false),
+        label_field("gpu_uuid", false),
+        Field::new("gpu_instance_id", DataType::Int16, true),
+        Field::new("start", ts_type(), false),
+        Field::new("steps", DataType::Int64, false),
+        Field::new("secs", DataType::Int64, false),
+        Field::new("gpu_us", DataType::Int64, false),
+    ]))
+}
+
+fn dict_of(names: &ArrayRef, ids: impl Iterator<Item = u32>) -> ArrayRef {
+    let keys: arrow::array::Int32Array = ids.map(|id| (id != NULL_ID).then_some(id as i32)).collect();
+    Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::clone(names)).expect("label ids index the names"))
+}
+
+impl IdleDay {
+    /// The closed day as its two rollup batches (`day_holdings_schema`, `day_stretches_schema`).
+    pub fn to_batches(mut self, strings: &Interner) -> (RecordBatch, RecordBatch) {
+        self.close();
+        let names: ArrayRef = Arc::new((0..strings.len() as u32).map(|id| strings.name(id)).collect::<StringArray>());
+        let hs = &self.holdings;
+        let gi = |h: &DayHolding| h.has_gi.then_some(h.key.gi);
+        let run_cols = |pick: &dyn Fn(&DayHolding) -> Option<Run>| -> Vec<ArrayRef> {
+            vec![
+                Arc::new(TimestampMillisecondArray::from(hs.iter().map(|h| pick(h).map(|r| r.start)).collect::<Vec<_>>()).with_timezone("UTC")),
+                Arc::new(hs.iter().map(|h| pick(h).map(|r| r.steps)).collect::<Int64Array>()),
+                Arc::new(hs.iter().map(|h| pick(h).map(|r| r.secs)).collect::<Int64Array>()),
+                Arc::new(hs.iter().map(|h| pick(h).map(|r| r.gpu_us)).collect::<Int64Array>()),
+            ]
+        };
+        let mut cols: Vec<ArrayRef> = vec![
+            dict_of(&names, hs.iter().map(|h| h.cluster)),
+            dict_of(&names, hs.iter().map(|h| h.key.ns)),
+            dict_of(&names, hs.iter().map(|h| h.key.pod)),
+            dict_of(&names, hs.iter().map(|h| h.model)),
+            dict_of(&names, hs.iter().map(|h| h.key.gpu)),
+            Arc::new(hs.iter().map(gi).collect::<Int16Array>()),
+            Arc::new(hs.iter().map(|h| h.held_us).collect::<Int64Array>()),
+            Arc::new(hs.iter().map(|h| h.steps).collect::<Int64Array>()),
+            Arc::new(hs.iter().map(|h| h.idle_steps).collect::<Int64Array>()),
+            Arc::new(hs.iter().map(|h| h.drops).collect::<Int64Array>()),
+            Arc::new(hs.iter().map(|h| Some(h.first_idle)).collect::<arrow::array::BooleanArray>()),
+            Arc::new(hs.iter().map(|h| Some(h.last_idle)).collect::<arrow::array::BooleanArray>()),
+            Arc::new(hs.iter().map(|h| Some(h.all_idle)).collect::<arrow::array::BooleanArray>()),
+        ];
+        cols.extend(run_cols(&|h| h.lead));
+        cols.extend(run_cols(&|h| h.trail));
+        let holdings = RecordBatch::try_new(day_holdings_schema(), cols).expect("day holding columns match their schema");
+        let rs = &self.interior;
+        let of = |h: usize| &hs[h];
+        let stretches = RecordBatch::try_new(
+            day_stretches_schema(),
+            vec![
+                dict_of(&names, rs.iter().map(|(h, _)| of(*h).cluster)),
+                dict_of(&names, rs.iter().map(|(h, _)| of(*h).key.ns)),
+                dict_of(&names, rs.iter().map(|(h, _)| of(*h).key.pod)),
+                dict_of(&names, rs.iter().map(|(h, _)| of(*h).key.gpu)),
+                Arc::new(rs.iter().map(|(h, _)| gi(of(*h))).collect::<Int16Array>()),
+                Arc::new(TimestampMillisecondArray::from(rs.iter().map(|(_, r)| r.start).collect::<Vec<_>>()).with_timezone("UTC")),
+                Arc::new(rs.iter().map(|(_, r)| r.steps).collect::<Int64Array>()),
+                Arc::new(rs.iter().map(|(_, r)| r.secs).collect::<Int64Array>()),
+                Arc::new(rs.iter().map(|(_, r)| r.gpu_us).collect::<Int64Array>()),
+            ],
+        )
+        .expect("day stretch columns match their schema");
+        (holdings, stretches)
+    }
+
+    /// A day back from its two rollup batches (label ids from `strings`), only `cluster`'s
+    /// holdings where one is given, runs inside the day of at least `min_secs`.
+    fn from_batches(holdings: &[RecordBatch], stretches: &[RecordBatch], strings: &Mutex<Interner>, cluster: Option<&str>, min_secs: i64) -> Result<IdleDay, String> {
+        let mut day = IdleDay::new(ROLLUP_THRESHOLD_PCT, min_secs);
+        let mut s = strings.lock().expect("interner lock");
+        let wanted = cluster.map(|c| s.id(c));
+        let col = |b: &RecordBatch, name: &str| -> Result<ArrayRef, String> { b.column_by_name(name).cloned().ok_or_else(|| format!("no column {name}")) };
+        let ints = |b: &RecordBatch, name: &str| -> Result<Int64Array, String> { col(b, name)?.as_any().downcast_ref::<Int64Array>().cloned().ok_or_else(|| format!("{name} is not Int64")) };
+        let bools = |b: &RecordBatch, name: &str| -> Result<arrow::array::BooleanArray, String> {
+            col(b, name)?.as_any().downcast_ref::<arrow::array::BooleanArray>().cloned().ok_or_else(|| format!("{name} is not Boolean"))
+        };
+        let tss = |b: &RecordBatch, name: &str| -> Result<TimestampMillisecondArray, String> {
+            col(b, name)?.as_any().downcast_ref::<TimestampMillisecondArray>().cloned().ok_or_else(|| format!("{name} is not a timestamp"))
+        };
+        let labels = |s: &mut Interner, b: &RecordBatch, name: &str| -> Result<Vec<u32>, String> {
+            let d = label_column(b, name).map_err(|e| format!("{name}: {e}"))?;
+            let ids = s.map_values(&d);
+            Ok((0..b.num_rows()).map(|i| row_id(&d, &ids, i)).collect())
+        };
+        let run = |start: &TimestampMillisecondArray, steps: &Int64Array, secs: &Int64Array, us: &Int64Array, i: usize| {
+            start.is_valid(i).then(|| Run { start: start.value(i), steps: steps.value(i), secs: secs.value(i), gpu_us: us.value(i) })
+        };
+        for b in holdings {
+            let (c, ns, pod, model, gpu) = (labels(&mut s, b, "cluster")?, labels(&mut s, b, "namespace")?, labels(&mut s, b, "pod")?, labels(&mut s, b, "gpu_model")?, labels(&mut s, b, "gpu_uuid")?);
+            let gi = col(b, "gpu_instance_id")?.as_any().downcast_ref::<Int16Array>().cloned().ok_or("gpu_instance_id is not Int16")?;
+            let (held, steps, idle_steps, drops) = (ints(b, "held_us")?, ints(b, "steps")?, ints(b, "idle_steps")?, ints(b, "drops")?);
+            let (first_idle, last_idle, all_idle) = (bools(b, "first_idle")?, bools(b, "last_idle")?, bools(b, "all_idle")?);
+            let (ls, lst, lse, lus) = (tss(b, "lead_start")?, ints(b, "lead_steps")?, ints(b, "lead_secs")?, ints(b, "lead_gpu_us")?);
+            let (ts_, tst, tse, tus) = (tss(b, "trail_start")?, ints(b, "trail_steps")?, ints(b, "trail_secs")?, ints(b, "trail_gpu_us")?);
+            for i in 0..b.num_rows() {
+                if wanted.is_some_and(|w| w != c[i]) {
+                    continue;
+                }
+                let key = Key { gpu: gpu[i], gi: if gi.is_null(i) { -1 } else { gi.value(i) }, ns: ns[i], pod: pod[i] };
+                day.rows += steps.value(i) as u64;
+                day.index.insert(key, day.holdings.len());
+                day.holdings.push(DayHolding {
+                    key,
+                    cluster: c[i],
+                    model: model[i],
+                    has_gi: gi.is_valid(i),
+                    held_us: held.value(i),
+                    steps: steps.value(i),
+                    idle_steps: idle_steps.value(i),
+                    drops: drops.value(i),
+                    first_idle: first_idle.value(i),
+                    last_idle: last_idle.value(i),
+                    all_idle: all_idle.value(i),
+                    lead: run(&ls, &lst, &lse, &lus, i),
+                    trail: run(&ts_, &tst, &tse, &tus, i),
+                    last_ts: i64::MIN,
+                    open: None,
+                    open_is_lead: false,
+                });
+            }
+        }
+        for b in stretches {
+            let (c, ns, pod, gpu) = (labels(&mut s, b, "cluster")?, labels(&mut s, b, "namespace")?, labels(&mut s, b, "pod")?, labels(&mut s, b, "gpu_uuid")?);
+            let gi = col(b, "gpu_instance_id")?.as_any().downcast_ref::<Int16Array>().cloned().ok_or("gpu_instance_id is not Int16")?;
+            let (start, steps, secs, us) = (tss(b, "start")?, ints(b, "steps")?, ints(b, "secs")?, ints(b, "gpu_us")?);
+            for i in 0..b.num_rows() {
+                if wanted.is_some_and(|w| w != c[i]) || secs.value(i) < min_secs {
+                    continue;
+                }
+                let key = Key { gpu: gpu[i], gi: if gi.is_null(i) { -1 } else { gi.value(i) }, ns: ns[i], pod: pod[i] };
+                let h = *day.index.get(&key).ok_or("a stretch of no holding")?;
+                day.interior.push((h, Run { start: start.value(i), steps: steps.value(i), secs: secs.value(i), gpu_us: us.value(i) }));
+            }
+        }
+        Ok(day)
+    }
+}
+
+/// The day from its idle rollups, where both are current for `samples` (the day's file).
+fn read_rollup(lake: &Lake, date: chrono::NaiveDate, samples: &Path, strings: &Mutex<Interner>, cluster: Option<&str>, min_secs: i64) -> Option<IdleDay> {
+    use crate::lake::rollup::{read_kind, Kind, Rollup};
+    let (Rollup::Current(holdings), Rollup::Current(stretches)) = (read_kind(lake, Kind::IdleHoldings, date, samples), read_kind(lake, Kind::IdleStretches, date, samples)) else {
+        return None;
+    };
+    match IdleDay::from_batches(&holdings, &stretches, strings, cluster, min_secs) {
+        Ok(day) => Some(day),
+        Err(why) => {
+            tracing::warn!("not using the idle rollups of {date}, reading its samples: {why}");
+            None
+        }
+    }
+}
+
+impl Default for IdleDay {
+    fn default() -> Self {
+        IdleDay::for_rollup()
+    }
 }
