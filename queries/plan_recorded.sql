@@ -2,15 +2,15 @@
 -- per namespace and hour of [$1, $2), the pending GPU demand recorded (GPU-seconds), and the
 -- GPU ResourceQuota (largest hard limit seen, whole GPUs) in rows of hour NULL.
 --   $3, $4  first and last `date` partition; $5 the cluster ('' for a lake of one)
+-- The demand reads `pending_buckets` (pending_samples of the window summed per 15-minute bucket,
+-- from the lake's rollups or the rows: gpu_us = SUM(gpu_request x step_s x 1e6)).
 SELECT
   CAST(p.namespace AS VARCHAR)                                   AS namespace,
-  CAST(p.ts AS BIGINT) / 3600000 * 3600000                       AS hour_ms,
-  SUM(CAST(p.gpu_request AS BIGINT) * CAST(p.step_s AS BIGINT))  AS pending_gpu_s,
+  CAST(p.bucket AS BIGINT) / 3600000 * 3600000                   AS hour_ms,
+  SUM(p.gpu_us) / 1000000                                        AS pending_gpu_s,
   CAST(NULL AS BIGINT)                                           AS hard
-FROM pending_samples p
-WHERE p.date >= $3 AND p.date <= $4
-  AND p.ts >= $1 AND p.ts < $2
-  AND ($5 = '' OR COALESCE(CAST(p.cluster AS VARCHAR), 'default') = $5)
+FROM pending_buckets p
+WHERE ($5 = '' OR CAST(p.cluster AS VARCHAR) = $5)
 GROUP BY 1, 2
 UNION ALL
 SELECT

@@ -148,8 +148,10 @@ pub async fn run(
 
     let ctx = session.build(lake, config).await?;
     let dir = plan.reports_dir.join(plan.window.label());
-    let extra = plan_sections(&ctx, queries, config, &plan.window).await?;
-    let month = report::write_month(&ctx, queries, config, &plan.window, &dir, extra).await?;
+    // One chargeback for the plan and the reports.
+    let shared = report::Shared::default();
+    let extra = plan_sections(&ctx, queries, config, &plan.window, &shared).await?;
+    let month = report::write_month(&ctx, queries, config, &plan.window, &dir, extra, &shared).await?;
     let chargeback = month.sections.iter().find(|r| r.name == "chargeback").map(|r| chargeback_line(r, config)).unwrap_or_default();
     // The completeness the reports were marked by (not measured a second time).
     let c = &month.completeness;
@@ -181,9 +183,10 @@ pub async fn plan_sections(
     queries: &Queries,
     config: &Config,
     window: &crate::domain::window::Window,
+    shared: &report::Shared,
 ) -> anyhow::Result<Vec<report::Report>> {
     let request = crate::plan::Request { scenario_files: config.plan.scenarios.clone(), ..Default::default() };
-    match crate::plan::build(ctx, queries, config, window, &request).await {
+    match crate::plan::build(ctx, queries, config, window, &request, shared).await {
         Ok(sections) => Ok(sections),
         Err(crate::plan::PlanError::NoPool { window }) => {
             tracing::warn!("plan {window}: no pool recorded for the month, no plan written");

@@ -33,7 +33,7 @@ pub(super) async fn plan_cmd(ctx: &Context_, args: PlanArgs) -> Result<()> {
     refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
     let request = crate::plan::Request { cluster: args.cluster, scenario_files: args.scenarios, optimize: args.optimize, max_replays: args.max_replays };
-    let sections = crate::plan::build(&session, &ctx.queries, &ctx.config, &window, &request).await?;
+    let sections = crate::plan::build(&session, &ctx.queries, &ctx.config, &window, &request, &crate::report::Shared::default()).await?;
     match &args.output {
         Some(dir) if sections.len() > 1 && args.format == report::Format::Parquet => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

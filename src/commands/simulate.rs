@@ -184,8 +184,9 @@ pub(super) async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     let lake = Lake::new(args.out.join("lake"));
     let dir = args.out.join("reports").join(window.label());
     let session = ctx.session.build(&lake, &config).await?;
-    let plan = crate::cronjob::plan_sections(&session, &ctx.queries, &config, &window).await?;
-    let month = report::write_month(&session, &ctx.queries, &config, &window, &dir, plan).await?;
+    let shared = report::Shared::default();
+    let plan = crate::cronjob::plan_sections(&session, &ctx.queries, &config, &window, &shared).await?;
+    let month = report::write_month(&session, &ctx.queries, &config, &window, &dir, plan, &shared).await?;
     if let Some(reason) = &month.incomplete {
         tracing::warn!("the demo month's data is incomplete: {reason}");
     }

@@ -104,7 +104,7 @@ pub struct Optimized {
 }
 
 /// Reads the recorded month from the lake.
-pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window, cluster: Option<&str>) -> Result<Recorded> {
+pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window, cluster: Option<&str>, shared: &crate::report::Shared) -> Result<Recorded> {
     let label = window.label();
     let mut params = window_params(window);
     params.push(str_param(cluster.unwrap_or("").to_string()));
@@ -162,7 +162,14 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     }
     let mut pending = Vec::new();
     let mut quotas = BTreeMap::new();
-    for b in &run_query(ctx, "plan_recorded", &queries.get("plan_recorded")?, params.clone()).await? {
+    // The recorded pending demand, from the pending rollups (or the window's rows).
+    crate::report::rolled::register::<crate::lake::day_sums::PendingSums>(ctx, "plan_recorded", crate::lake::rollup::Kind::PendingBuckets, window).await?;
+    let recorded = match queries.get("plan_recorded") {
+        Ok(sql) => run_query(ctx, "plan_recorded", &sql, params.clone()).await.map_err(PlanError::from),
+        Err(e) => Err(PlanError::from(e)),
+    };
+    crate::report::rolled::deregister(ctx, crate::lake::rollup::Kind::PendingBuckets);
+    for b in &recorded? {
         let (ns, hour, gpu_s, hard) = (strs(r, b, "namespace")?, ints(r, b, "hour_ms")?, ints(r, b, "pending_gpu_s")?, ints(r, b, "hard")?);
         for i in 0..b.num_rows() {
             let n = ns[i].clone().unwrap_or_default();
@@ -188,7 +195,7 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     }
     // What the chargeback charged for the window: each namespace's energy per GPU-hour on each
     // model (the replay's power prices) and its cost (the calibration's).
-    let charged = prices::Charged::from_chargeback(&crate::report::chargeback::compute(ctx, queries, window).await?, cluster);
+    let charged = prices::Charged::from_chargeback(&*shared.chargeback(ctx, queries, window).await?, cluster);
     let step = config.prometheus.step_secs.max(1) as i64 * 1000;
     Ok(recorded::build(recorded::Inputs {
         from: window.start.timestamp_millis(),
@@ -270,9 +277,10 @@ pub fn plan(window: &Window, recorded: Recorded, config: &Config, request: &Requ
     Ok(Plan { window: window.clone(), recorded, recorded_summary, scenarios, goals, optimized })
 }
 
-/// Loads the month, plans and shapes the reports.
-pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window, request: &Request) -> Result<Vec<Report>> {
-    let recorded = load(ctx, queries, config, window, request.cluster.as_deref()).await?;
+/// Loads the month, plans and shapes the reports; the chargeback comes from (and stays in)
+/// `shared`, for the month's other reports.
+pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window, request: &Request, shared: &crate::report::Shared) -> Result<Vec<Report>> {
+    let recorded = load(ctx, queries, config, window, request.cluster.as_deref(), shared).await?;
     let window = window.clone();
     let plan = plan(&window, recorded, config, request)?;
     Ok(output::reports(&plan, config))

@@ -137,7 +137,8 @@ impl Shared {
         Ok(c)
     }
 
-    async fn chargeback(
+    /// The window's chargeback, computed (and its conservation checked) once per run.
+    pub async fn chargeback(
         &self,
         session: &datafusion::prelude::SessionContext,
         queries: &crate::queries::Queries,
@@ -288,17 +289,17 @@ pub async fn write_month(
     window: &crate::domain::window::Window,
     dir: &Path,
     extra: Vec<Report>,
+    shared: &Shared,
 ) -> std::result::Result<Month, anyhow::Error> {
     use anyhow::Context;
     let mut sections = Vec::new();
     let mut files = Vec::new();
-    let shared = Shared::default();
     // Measured first: its verdict goes into every file.
     let completeness = shared.completeness(session, queries, config, window).await.context("report completeness")?;
     let incomplete = completeness.verdict(config.run.min_completeness_pct);
     for kind in ReportKind::ALL {
         let t = std::time::Instant::now();
-        let mut built = build_shared(kind, session, queries, config, window, &shared).await.with_context(|| format!("report {}", kind.name()))?;
+        let mut built = build_shared(kind, session, queries, config, window, shared).await.with_context(|| format!("report {}", kind.name()))?;
         for r in &mut built {
             if let Some(reason) = &incomplete {
                 r.mark_incomplete(reason);
