@@ -24,9 +24,14 @@ import duckdb
 # streaming pass, then prices them in queries/idle_pods.sql), DuckDB gets the plain-SQL form.
 # Likewise the chargeback's first step (gpuledger: a pass summing rows per 15-minute bucket).
 BENCH_SQL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sql")
+# And the reports gpuledger answers from its rollups' tables (pending_buckets,
+# unallocated_units): DuckDB runs the per-row SQL they replaced, over the samples.
 PEER_SQL = {
     "idle_pods": os.path.join(BENCH_SQL, "idle_pods_windowed.sql"),
     "gpu_buckets": os.path.join(BENCH_SQL, "gpu_buckets.sql"),
+    "queue_pending": os.path.join(BENCH_SQL, "queue_pending.sql"),
+    "idle_unallocated": os.path.join(BENCH_SQL, "idle_unallocated.sql"),
+    "idle_zombie": os.path.join(BENCH_SQL, "idle_zombie.sql"),
 }
 # Steps whose result the next step reads as a table.
 TEMP_TABLES = {"gpu_buckets", "chargeback_grain", "pod_run_days"}

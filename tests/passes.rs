@@ -429,19 +429,25 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
     assert_eq!(stored, by_sql);
     // The report over the whole window (rollups) and the cut one (SQL on its edges), then the
     // same with no rollups at all: the same days.
-    let days = || {
+    let days = |queries: &Queries| {
         rt.block_on(async {
             let ctx = SessionBuilder::default().build(&lake, &config).await.unwrap();
             let mut out = Vec::new();
             for w in [&whole, &cut] {
-                let c = gpuledger::report::completeness::compute(&ctx, &queries, w, 30, &["DCGM_FI_DEV_GPU_UTIL"], i64::MAX).await.unwrap();
+                let c = gpuledger::report::completeness::compute(&ctx, queries, w, 30, &["DCGM_FI_DEV_GPU_UTIL"], i64::MAX).await.unwrap();
                 out.push(format!("{:?}", c.days));
             }
             out
         })
     };
-    let from_rollups = days();
+    let from_rollups = days(&queries);
+    // An override of completeness.sql (here the built-in SQL itself) runs the SQL on every day,
+    // the cut window's edge days included: the same days as the rollups' counts and the fold.
+    let sql_dir = tmp.path().join("sql");
+    std::fs::create_dir_all(&sql_dir).unwrap();
+    std::fs::write(sql_dir.join("completeness.sql"), &sql).unwrap();
+    assert_eq!(days(&Queries::new(Some(&sql_dir))), from_rollups, "SQL on every day vs rollups and the fold");
     std::fs::remove_dir_all(lake.root().join(rollup::ROOT)).unwrap();
-    assert_eq!(days(), from_rollups);
+    assert_eq!(days(&queries), from_rollups, "every day folded from its samples");
     assert_eq!(compare(None, &cut, 0), sizes, "from the samples alone");
 }

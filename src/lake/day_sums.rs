@@ -365,7 +365,8 @@ impl DayCounts {
         Self::COLUMNS.iter().chain(Self::ALSO.iter()).copied().collect()
     }
 
-    pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch) -> Result<(), BucketError> {
+    /// Folds the rows of `b` (from `path`, for messages) with `ts` in `[start_ms, end_ms)`.
+    pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
         let (cluster, uuid, ns) = (dict(b, path, "cluster")?, dict(b, path, "gpu_uuid")?, dict(b, path, "namespace")?);
         let (m, default) = ids(strings, &[&cluster, &uuid, &ns]);
         let unmeasured = strings.lock().expect("interner lock").id(UNMEASURED);
@@ -378,10 +379,14 @@ impl DayCounts {
         // the sets are touched once per unit, not per row.
         let mut last: Option<(u32, (u32, i16))> = None;
         for i in 0..b.num_rows() {
+            let t = ts.value(i);
+            if t < start_ms || t >= end_ms {
+                continue;
+            }
             let c = cluster_id(&cluster, &m[0], i, default);
             let unit = (row_id(&uuid, &m[1], i), if inst.is_null(i) { i16::MIN } else { inst.value(i) });
             let measured = row_id(&ns, &m[2], i) != unmeasured;
-            let (t, s, has_util) = (ts.value(i), step.value(i), util.is_valid(i));
+            let (s, has_util) = (step.value(i), util.is_valid(i));
             let whole = share.value(i) >= 1.0;
             let per = self.by_cluster.entry(c).or_default();
             let new_unit = last != Some((c, unit));

@@ -164,7 +164,7 @@ impl DayFold {
                 DaySums::add(&mut self.held, strings, path, b, i64::MIN, i64::MAX)?;
                 DaySums::add(&mut self.free, strings, path, b, i64::MIN, i64::MAX)?;
                 self.idle.add(strings, path, b, i64::MIN, i64::MAX, None).map_err(|e| buckets::BucketError::Fold(e.to_string()))?;
-                self.counts.add(strings, path, b)
+                self.counts.add(strings, path, b, i64::MIN, i64::MAX)
             }
             Table::PendingSamples => DaySums::add(&mut self.pending, strings, path, b, i64::MIN, i64::MAX),
             _ => Ok(()),

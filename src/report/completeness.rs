@@ -82,6 +82,41 @@ fn union_ms(mut intervals: Vec<(i64, i64)>) -> i64 {
     total + cur.map_or(0, |(s, e)| e - s)
 }
 
+/// The completeness counts of day files (missing ones skipped) over `[start_ms, end_ms)`, each
+/// folded on its own (`lake::day_sums::DayCounts`, as the writer counts a day for its rollup).
+async fn fold_days(
+    lake: std::sync::Arc<crate::lake::Lake>,
+    files: Vec<std::path::PathBuf>,
+    start_ms: i64,
+    end_ms: i64,
+    cluster: Option<String>,
+    threads: usize,
+) -> Result<Vec<(String, crate::lake::day_sums::Counts)>> {
+    use crate::lake::day_sums::DayCounts;
+    let counted = tokio::task::spawn_blocking(move || -> std::result::Result<Vec<(String, crate::lake::day_sums::Counts)>, crate::lake::buckets::BucketError> {
+        let files = lake.existing(&lake.table_dir(crate::lake::Table::GpuSamples), files).map_err(|e| crate::lake::buckets::BucketError::Fold(e.to_string()))?;
+        let strings = std::sync::Mutex::new(crate::lake::intern::Interner::default());
+        let parts = crate::lake::scan::fold_files(&lake, &files, &DayCounts::columns(), threads, Vec::new, |days: &mut Vec<(std::path::PathBuf, DayCounts)>, path, b| {
+            if days.last().is_none_or(|(p, _)| p != path) {
+                days.push((path.to_path_buf(), DayCounts::default()));
+            }
+            days.last_mut().expect("a day to count into").1.add(&strings, path, &b, start_ms, end_ms)
+        })?;
+        let strings = strings.into_inner().expect("interner lock");
+        Ok(parts
+            .into_iter()
+            .flatten()
+            .filter_map(|(path, counts)| {
+                let date = crate::lake::passes::rolled::date_of(&path)?;
+                Some((date.format("%Y-%m-%d").to_string(), counts.finish(&strings).of(cluster.as_deref())))
+            })
+            .collect())
+    })
+    .await
+    .map_err(|source| ReportError::PassStopped { report: "completeness", pass: "the count of day files", source })??;
+    Ok(counted)
+}
+
 /// Measures `window` up to `now` (later steps are not expected yet); `step_s` is the expected
 /// grid where a day has no rows to tell it; `util_metrics` the metrics whose recorded gaps are
 /// the utilisation's.
@@ -95,9 +130,11 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
     // that spilled after it grew past its share ("Decreasing allocation after spilling should
     // succeed"); the days are independent rows of the result anyway.
     // A whole day with a current GPU rollup answers from the counts kept in its footer (the
-    // same numbers, counted by the writer); other days (cut by the window, no current rollup,
-    // an override of the SQL) run the SQL over their samples.
+    // same numbers, counted by the writer); other days (cut by the window, no current rollup)
+    // are counted by the same fold over their samples, on every core; an override of the SQL
+    // runs on every day.
     let lake = crate::engine::session_lake(ctx).filter(|_| !queries.is_overridden("completeness"));
+    let mut to_fold: Vec<std::path::PathBuf> = Vec::new();
     let cluster = crate::engine::session_cluster(ctx);
     // date -> (rows, util rows, units, step_s)
     let mut seen: BTreeMap<String, (i64, i64, i64, i64)> = BTreeMap::new();
@@ -113,8 +150,18 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
                 }
                 continue;
             }
+            to_fold.push(lake.partition_file(crate::lake::Table::GpuSamples, date));
+            continue;
         }
         per_day.extend(run_query(ctx, "completeness", &sql, columns::window_params(&day)).await?);
+    }
+    if let Some(lake) = lake.filter(|_| !to_fold.is_empty()) {
+        let threads = ctx.state().config().target_partitions();
+        for (date, c) in fold_days(lake, to_fold, ws, window.end.timestamp_millis(), cluster.clone(), threads).await? {
+            if c.units > 0 {
+                seen.insert(date, (c.gpu_rows, c.util_rows, c.units, c.step_s));
+            }
+        }
     }
     for b in &per_day {
         let (dates, rows, util_rows, units, steps_s) = (col_str(b, "date")?, col_i64(b, "gpu_rows")?, col_i64(b, "util_rows")?, col_i64(b, "units")?, col_i64(b, "step_s")?);
