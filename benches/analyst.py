@@ -26,6 +26,16 @@ def queries(lake, start, end, zombie_mib=1024.0, idle_pct=5.0, idle_secs=1800):
         "chargeback": f"""
             SELECT namespace, sum(share * step_s) / 3600 AS gpu_hours, sum(energy_j) / 3.6e6 AS kwh
             FROM {gpu} WHERE {window} GROUP BY namespace""",
+        # The chargeback's 15-minute sums (the table gpuledger prices), as a GROUP BY over every
+        # row: compare with the bucket pass's time in `RUST_LOG=gpuledger=debug gpuledger report
+        # chargeback` on a lake without rollups.
+        "chargeback_sums": f"""
+            SELECT coalesce(cluster, 'default') AS cluster, namespace, node, gpu_model, mig_profile,
+                   time_bucket(INTERVAL '15 minutes', ts) AS bucket, CAST(ts AS DATE) AS day, share, step_s,
+                   count(*) AS n, sum(CAST(round(coalesce(energy_j, 0) * 1000) AS BIGINT)) AS energy_mj,
+                   sum(CAST(round(coalesce(util_pct, 0) * share * step_s * 1000000) AS BIGINT)) AS util_gpu_us,
+                   count(util_pct) AS util_n
+            FROM {gpu} WHERE {window} GROUP BY ALL""",
         # Waits per namespace and priority class, and the pending demand per hour.
         "queue": [
             f"""SELECT namespace, priority_class, count(scheduled) AS scheduled, count(*) - count(scheduled) AS still_pending,
