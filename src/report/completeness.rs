@@ -142,15 +142,17 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
     for day in window.pieces(1) {
         let date = day.start.date_naive();
         let whole = day.start.time() == NaiveTime::MIN && day.end == (date + Duration::days(1)).and_time(NaiveTime::MIN).and_utc();
-        if let Some(lake) = lake.as_ref().filter(|_| whole) {
-            if let Some(stored) = crate::lake::rollup::day_counts(lake, date, &lake.partition_file(crate::lake::Table::GpuSamples, date)) {
-                let c = stored.of(cluster.as_deref());
-                if c.units > 0 {
-                    seen.insert(date.format("%Y-%m-%d").to_string(), (c.gpu_rows, c.util_rows, c.units, c.step_s));
+        if let Some(lake) = lake.as_ref() {
+            let stored = if whole { crate::lake::rollup::day_counts(lake, date, &lake.partition_file(crate::lake::Table::GpuSamples, date)) } else { None };
+            match stored {
+                Some(stored) => {
+                    let c = stored.of(cluster.as_deref());
+                    if c.units > 0 {
+                        seen.insert(date.format("%Y-%m-%d").to_string(), (c.gpu_rows, c.util_rows, c.units, c.step_s));
+                    }
                 }
-                continue;
+                None => to_fold.push(lake.partition_file(crate::lake::Table::GpuSamples, date)),
             }
-            to_fold.push(lake.partition_file(crate::lake::Table::GpuSamples, date));
             continue;
         }
         per_day.extend(run_query(ctx, "completeness", &sql, columns::window_params(&day)).await?);
