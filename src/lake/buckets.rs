@@ -95,11 +95,13 @@ pub struct BucketSums {
     pub rows: u64,
 }
 
-fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
+/// Column `name` of a batch read from `path` as labels, or an error naming both.
+pub(super) fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
     label_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
 }
 
-fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
+/// Column `name` of a batch read from `path` as the array type `T`, or an error naming both.
+pub(super) fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
     typed_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
 }
 

@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use arrow::array::{Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
-use super::buckets::{BucketError, BucketSums, BUCKET_MS};
-use super::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
+use super::buckets::{dict, typed, BucketError, BucketSums, BUCKET_MS};
+use super::intern::{row_id, Interner, NULL_ID};
 use super::schema::{label_type, ts_type};
 use crate::domain::units::{DEFAULT_CLUSTER, UNMEASURED};
 
@@ -56,14 +56,6 @@ impl DaySums for BucketSums {
     fn finish(parts: &[Self], strings: &Interner) -> RecordBatch {
         BucketSums::finish(parts, strings)
     }
-}
-
-fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
-    label_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
-}
-
-fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
-    typed_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
 }
 
 /// Global ids of a batch's label column, and the id of the default cluster for a null cluster.
@@ -378,6 +370,8 @@ impl DayCounts {
         // Rows are sorted by cluster, node, GPU and instance: a unit's rows come together, so
         // the sets are touched once per unit, not per row.
         let mut last: Option<(u32, (u32, i16))> = None;
+        let DayCounts { all, by_cluster } = self;
+        let mut per: Option<(u32, &mut CountsAcc)> = None;
         for i in 0..b.num_rows() {
             let t = ts.value(i);
             if t < start_ms || t >= end_ms {
@@ -388,10 +382,13 @@ impl DayCounts {
             let measured = row_id(&ns, &m[2], i) != unmeasured;
             let (s, has_util) = (step.value(i), util.is_valid(i));
             let whole = share.value(i) >= 1.0;
-            let per = self.by_cluster.entry(c).or_default();
+            if per.as_ref().is_none_or(|(pc, _)| *pc != c) {
+                per = Some((c, by_cluster.entry(c).or_default()));
+            }
+            let cluster_acc = &mut *per.as_mut().expect("the row's cluster").1;
             let new_unit = last != Some((c, unit));
             last = Some((c, unit));
-            for acc in [&mut self.all, per] {
+            for acc in [&mut *all, cluster_acc] {
                 if new_unit {
                     acc.units.insert(unit);
                 }

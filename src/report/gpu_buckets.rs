@@ -50,14 +50,20 @@ pub async fn query(ctx: &SessionContext, queries: &Queries, name: &'static str, 
 /// Registers bucket rows as the table `gpu_buckets` (dealt round-robin over the session's
 /// partitions) and the view `gpu_bucket_time` over it; `deregister` takes both away.
 pub async fn register(ctx: &SessionContext, batches: Vec<RecordBatch>, threads: usize) -> Result<()> {
+    crate::engine::register_batches(ctx, TABLE, schema(), deal(batches, threads))?;
+    let (view, select) = crate::queries::BUCKET_VIEW;
+    crate::engine::register_view(ctx, view, select).await?;
+    Ok(())
+}
+
+/// `batches` dealt round-robin into `threads` partitions, so a query over them aggregates on
+/// every core.
+pub(super) fn deal(batches: Vec<RecordBatch>, threads: usize) -> Vec<Vec<RecordBatch>> {
     let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); threads.max(1)];
     for (i, b) in batches.into_iter().enumerate() {
         partitions[i % threads.max(1)].push(b);
     }
-    crate::engine::register_batches(ctx, TABLE, schema(), partitions)?;
-    let (view, select) = crate::queries::BUCKET_VIEW;
-    crate::engine::register_view(ctx, view, select).await?;
-    Ok(())
+    partitions
 }
 
 pub fn deregister(ctx: &SessionContext) {

@@ -42,12 +42,7 @@ pub async fn register<S: DaySums + 'static>(ctx: &SessionContext, report: &'stat
         Some(c) => sums.batches.iter().map(|b| super::gpu_buckets::of_cluster(b, &c, report)).collect::<Result<Vec<_>>>()?,
         None => sums.batches,
     };
-    // Dealt round-robin over the session's partitions, so the queries aggregate on every core.
-    let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); threads.max(1)];
-    for (i, b) in batches.into_iter().enumerate() {
-        partitions[i % threads.max(1)].push(b);
-    }
-    crate::engine::register_batches(ctx, kind.name(), kind.schema(), partitions)?;
+    crate::engine::register_batches(ctx, kind.name(), kind.schema(), super::gpu_buckets::deal(batches, threads))?;
     Ok(())
 }
 
