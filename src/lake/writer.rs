@@ -8,8 +8,11 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use arrow::compute::{lexsort_to_indices, take_record_batch, SortColumn, SortOptions};
+use std::cmp::Ordering;
+
+use arrow::array::{make_comparator, Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
+use arrow::compute::{lexsort_to_indices, sort_to_indices, take_record_batch, SortColumn, SortOptions};
+use arrow::datatypes::DataType;
 use arrow::error::ArrowError;
 use chrono::NaiveDate;
 use parquet::arrow::ArrowWriter;
@@ -95,14 +98,45 @@ pub fn sort_batch(table: Table, batch: &RecordBatch) -> Result<RecordBatch, Arro
         .iter()
         .map(|name| {
             let idx = batch.schema().index_of(name)?;
-            Ok(SortColumn {
-                values: batch.column(idx).clone(),
-                options: Some(SortOptions { descending: false, nulls_first: true }),
-            })
+            Ok(SortColumn { values: sort_key(batch.column(idx))?, options: Some(ASCENDING) })
         })
         .collect::<Result<_, ArrowError>>()?;
     let indices = lexsort_to_indices(&columns, None)?;
     take_record_batch(batch, &indices)
+}
+
+const ASCENDING: SortOptions = SortOptions { descending: false, nulls_first: true };
+
+/// A column that sorts like `column`: a dictionary's keys replaced by the ranks of their
+/// values, so the sort compares integers rather than strings (on a day of 10,000 GPUs, string
+/// comparisons of node names and UUIDs were most of the writer's time). Other types as they are.
+fn sort_key(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+    if !matches!(column.data_type(), DataType::Dictionary(_, _)) {
+        return Ok(Arc::clone(column));
+    }
+    let dictionary = column.as_any_dictionary();
+    let values = dictionary.values();
+    let order = sort_to_indices(values, Some(ASCENDING), None)?;
+    let compare = make_comparator(values.as_ref(), values.as_ref(), ASCENDING)?;
+    let mut rank = vec![0u32; values.len()];
+    let mut previous: Option<usize> = None;
+    let mut next_rank = 0u32;
+    for &i in order.values() {
+        let i = i as usize;
+        if previous.is_some_and(|p| compare(p, i) != Ordering::Equal) {
+            next_rank += 1;
+        }
+        rank[i] = next_rank;
+        previous = Some(i);
+    }
+    let nulls = column.logical_nulls();
+    let ranks: UInt32Array = dictionary
+        .normalized_keys()
+        .into_iter()
+        .enumerate()
+        .map(|(row, key)| nulls.as_ref().is_none_or(|n| n.is_valid(row)).then(|| rank[key]))
+        .collect();
+    Ok(Arc::new(ranks))
 }
 
 pub fn writer_properties(table: Table, date: NaiveDate) -> WriterProperties {
@@ -154,4 +188,35 @@ fn write_parquet(table: Table, date: NaiveDate, batch: &RecordBatch, out: &mut (
     }
     writer.close().map_err(pq_err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{DictionaryArray, Int64Array, StringArray};
+    use arrow::compute::cast;
+    use arrow::datatypes::Int32Type;
+
+    /// Dictionary columns sort by their ranks exactly as by their strings: values out of order,
+    /// repeated in the dictionary, null keys first.
+    #[test]
+    fn dictionary_ranks_sort_like_the_strings() {
+        let keys = arrow::array::Int32Array::from(vec![Some(2), None, Some(0), Some(3), Some(1), Some(2), None, Some(0)]);
+        let values = StringArray::from(vec!["node-10", "node-2", "GPU-b", "node-10"]);
+        let dict: ArrayRef = Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values)).unwrap());
+        let ts: ArrayRef = Arc::new(Int64Array::from(vec![5, 4, 3, 2, 1, 0, 7, 6]));
+        let by = |first: ArrayRef| {
+            let columns = vec![
+                SortColumn { values: first, options: Some(ASCENDING) },
+                SortColumn { values: Arc::clone(&ts), options: Some(ASCENDING) },
+            ];
+            lexsort_to_indices(&columns, None).unwrap()
+        };
+        let strings = cast(&dict, &DataType::Utf8).unwrap();
+        let ranks = sort_key(&dict).unwrap();
+        assert_eq!(ranks.data_type(), &DataType::UInt32);
+        // Keys 0 and 3 hold the same string, so they share a rank and ts breaks the tie.
+        assert_eq!(by(ranks).values(), by(strings).values());
+        assert_eq!(by(sort_key(&dict).unwrap()).values(), &[6, 1, 5, 0, 3, 7, 2, 4]);
+    }
 }

@@ -156,20 +156,26 @@ impl LakeOutput<'_> {
 
     fn pending_samples(&self, s: i64, e: i64) -> RecordBatch {
         let mut rows = PendingBuilder::new();
-        for p in self.schedule.pending.iter().filter(|p| p.ts >= s && p.ts < e) {
-            let sp = &self.schedule.pods[p.pod];
+        let step = self.model.step_ms;
+        for run in self.schedule.pending.iter().filter(|r| r.first < e && r.last >= s) {
+            let sp = &self.schedule.pods[run.pod];
             let resource = sp.resource.name();
-            rows.push(&PendingRow {
-                ts: p.ts,
-                step_s: (self.model.step_ms / 1000) as i32,
-                namespace: self.namespaces[sp.ns].name,
-                pod: &sp.name,
-                uid: &sp.uid,
-                priority_class: Some(sp.priority.class_name()),
-                gpu_resource: Some(&resource),
-                gpu_request: sp.gpu_request as i32,
-                reason: Some(p.reason),
-            });
+            let skipped = if run.first >= s { 0 } else { (s - run.first + step - 1) / step };
+            let mut ts = run.first + skipped * step;
+            while ts <= run.last && ts < e {
+                rows.push(&PendingRow {
+                    ts,
+                    step_s: (step / 1000) as i32,
+                    namespace: self.namespaces[sp.ns].name,
+                    pod: &sp.name,
+                    uid: &sp.uid,
+                    priority_class: Some(sp.priority.class_name()),
+                    gpu_resource: Some(&resource),
+                    gpu_request: sp.gpu_request as i32,
+                    reason: Some(run.reason),
+                });
+                ts += step;
+            }
         }
         rows.finish()
     }

@@ -74,15 +74,13 @@ pub fn compute(
     // GPU time and energy: exact holding pieces, clipped to the window; energy integrates
     // the GPU's piecewise-constant power over the exact overlap of each piece and step (a
     // MIG instance gets its share of its GPU's energy, a time-sliced pod 1/n).
-    let mut held_seconds = 0.0;
-    let mut held_energy = 0.0;
-    for piece in holding_pieces(cluster, schedule, window) {
+    // The signals are recomputed for every step here (three passes over the month), so each
+    // pass is spread over the cores; the sums are then added up in the original order, so the
+    // ledger is the same to the last bit on any number of cores.
+    let pieces = holding_pieces(cluster, schedule, window);
+    let piece_sums = in_order(pieces.len(), |i| {
+        let piece = &pieces[i];
         let unit = &cluster.units[piece.unit];
-        let ns = namespaces[schedule.pods[piece.pod].ns].name;
-        let entry = out.get_mut(ns).expect("known namespace");
-        let secs = (piece.end - piece.start) as f64 / 1000.0 * piece.share;
-        entry.gpu_seconds += secs;
-        held_seconds += secs;
         let mut k = ws + (piece.start - ws).div_euclid(step) * step;
         let slot = cluster.gpus[unit.gpu].units.iter().position(|&x| x == piece.unit).expect("unit of its gpu");
         let (mut energy, mut util) = (0.0, 0.0);
@@ -93,6 +91,16 @@ pub fn compute(
             util += (b - a) as f64 / 1000.0 * piece.share * g.units[slot].util_pct / 100.0;
             k += step;
         }
+        (energy, util)
+    });
+    let mut held_seconds = 0.0;
+    let mut held_energy = 0.0;
+    for (piece, (energy, util)) in pieces.iter().zip(piece_sums) {
+        let ns = namespaces[schedule.pods[piece.pod].ns].name;
+        let entry = out.get_mut(ns).expect("known namespace");
+        let secs = (piece.end - piece.start) as f64 / 1000.0 * piece.share;
+        entry.gpu_seconds += secs;
+        held_seconds += secs;
         entry.energy_j += energy;
         entry.util_gpu_seconds += util;
         held_energy += energy;
@@ -102,11 +110,12 @@ pub fn compute(
     // runs of steps the pod held (any part of) with utilisation under the threshold, counted
     // when their steps add up to the minimum; the GPU time is the exact part of those steps it
     // held. (A run is measured in steps, as the report measures it from the lake's rows.)
-    for (u, unit) in cluster.units.iter().enumerate() {
+    let idle_runs = in_order(cluster.units.len(), |u| {
+        let unit = &cluster.units[u];
         let slot = cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
+        let mut counted: Vec<(usize, f64)> = Vec::new();
         for occ in &schedule.occupancy[u] {
-            let ns = namespaces[schedule.pods[occ.pod].ns].name;
-            let entry = out.get_mut(ns).expect("known namespace");
+            let ns = schedule.pods[occ.pod].ns;
             let (mut run_steps, mut run_gpu_s) = (0i64, 0.0);
             let (s, e) = (occ.start.max(ws), occ.end.min(we));
             let mut k = ws + (s - ws).div_euclid(step) * step;
@@ -119,25 +128,39 @@ pub fn compute(
                     run_gpu_s += (e.min(k + step) - s.max(k)) as f64 / 1000.0 * g.shares[slot];
                 } else {
                     if (run_steps * step) as f64 >= IDLE_MIN_S * 1000.0 {
-                        entry.idle_gpu_seconds += run_gpu_s;
+                        counted.push((ns, run_gpu_s));
                     }
                     (run_steps, run_gpu_s) = (0, 0.0);
                 }
                 k += step;
             }
             if (run_steps * step) as f64 >= IDLE_MIN_S * 1000.0 {
-                entry.idle_gpu_seconds += run_gpu_s;
+                counted.push((ns, run_gpu_s));
             }
         }
+        counted
+    });
+    for (ns, gpu_s) in idle_runs.into_iter().flatten() {
+        out.get_mut(namespaces[ns].name).expect("known namespace").idle_gpu_seconds += gpu_s;
     }
 
-    // The whole pool's energy over the window.
+    // The whole pool's energy over the window, GPU by GPU and step by step (a block of GPUs'
+    // steps at a time, computed on every core).
     let mut cluster_energy = 0.0;
-    for gpu in 0..cluster.gpus.len() {
-        let mut k = ws;
-        while k < we {
-            cluster_energy += model.gpu_at(gpu, k).energy_between(k, we.min(k + step));
-            k += step;
+    const GPU_BLOCK: usize = 64;
+    for block in (0..cluster.gpus.len()).step_by(GPU_BLOCK) {
+        let n = GPU_BLOCK.min(cluster.gpus.len() - block);
+        let steps = in_order(n, |i| {
+            let mut energies = Vec::new();
+            let mut k = ws;
+            while k < we {
+                energies.push(model.gpu_at(block + i, k).energy_between(k, we.min(k + step)));
+                k += step;
+            }
+            energies
+        });
+        for e in steps.into_iter().flatten() {
+            cluster_energy += e;
         }
     }
     let cluster_seconds = cluster.gpu_count() as f64 * (we - ws) as f64 / 1000.0;
@@ -194,6 +217,31 @@ pub fn compute(
         cluster_energy_j: cluster_energy,
         namespaces: out,
     }
+}
+
+/// `f(0), f(1), ..., f(n - 1)` in order, computed on every core (items handed out one at a time).
+fn in_order<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |c| c.get()).min(n.max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            break mine;
+                        }
+                        mine.push((i, f(i)));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().expect("ledger worker")).collect()
+    });
+    done.sort_unstable_by_key(|&(i, _)| i);
+    done.into_iter().map(|(_, t)| t).collect()
 }
 
 /// A pod holding (a share of) a unit over `[start, end)`, inside the window.

@@ -71,11 +71,58 @@ pub struct Zombie {
     pub mib: f32,
 }
 
+/// A pod pending for the same reason at every scheduler tick from `first` to `last`
+/// (inclusive, one tick per step): one `pending_samples` row per tick. Kept as runs, not
+/// rows, so a month of 10,000 GPUs (hundreds of millions of pending rows) fits in memory.
 #[derive(Debug, Clone, Copy)]
-pub struct PendingSample {
-    pub ts: i64,
+pub struct PendingRun {
     pub pod: usize,
     pub reason: &'static str,
+    pub first: i64,
+    pub last: i64,
+}
+
+/// Appends pending ticks as runs: a tick extends the pod's open run when it is the next tick
+/// with the same reason.
+struct PendingRuns {
+    step_ms: i64,
+    runs: Vec<PendingRun>,
+    /// Per pod id, the index of its latest run (`usize::MAX`: none).
+    latest: Vec<usize>,
+}
+
+impl PendingRuns {
+    fn record(&mut self, pod: usize, t: i64, reason: &'static str) {
+        if pod >= self.latest.len() {
+            self.latest.resize(pod + 1, usize::MAX);
+        }
+        match self.runs.get_mut(self.latest[pod]) {
+            Some(run) if run.reason == reason && run.last + self.step_ms == t => run.last = t,
+            _ => {
+                self.latest[pod] = self.runs.len();
+                self.runs.push(PendingRun { pod, reason, first: t, last: t });
+            }
+        }
+    }
+}
+
+/// Placements known to fail at the current tick, per namespace and resource: the smallest
+/// request that found no node. Units are only taken within a tick (until a preemption frees
+/// some), so any request at least as large fails too, and the scan over every node is skipped.
+#[derive(Default)]
+struct FailedPlacements(Vec<(usize, Resource, u32)>);
+
+impl FailedPlacements {
+    fn known(&self, ns: usize, resource: Resource, req: u32) -> bool {
+        self.0.iter().any(|&(n, r, min)| n == ns && r == resource && req >= min)
+    }
+
+    fn add(&mut self, ns: usize, resource: Resource, req: u32) {
+        match self.0.iter_mut().find(|(n, r, _)| *n == ns && *r == resource) {
+            Some(entry) => entry.2 = entry.2.min(req),
+            None => self.0.push((ns, resource, req)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -95,7 +142,8 @@ pub struct Schedule {
     pub occupancy: Vec<Vec<Occupancy>>,
     /// Per unit, sorted by start.
     pub zombies: Vec<Vec<Zombie>>,
-    pub pending: Vec<PendingSample>,
+    /// Pending pods per tick, as runs in order of their first tick.
+    pub pending: Vec<PendingRun>,
     pub quotas: Vec<QuotaSample>,
     pub quota_hard: Vec<u32>,
 }
@@ -123,7 +171,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
     let mut running: Vec<usize> = Vec::new();
     let mut pending: Vec<usize> = Vec::new();
     let mut used_gpus = vec![0u32; namespaces.len()];
-    let mut pending_samples = Vec::new();
+    let mut pending_samples = PendingRuns { step_ms: p.step_ms, runs: Vec::new(), latest: Vec::new() };
     let mut quota_samples = Vec::new();
 
     let mut t = p.sim_start_ms;
@@ -167,6 +215,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
         // 3. Scheduling pass: highest priority first, then oldest.
         pending.sort_by_key(|&id| (Reverse(pods[id].priority), pods[id].created, id));
         let mut still_pending = Vec::with_capacity(pending.len());
+        let mut failed = FailedPlacements::default();
         for id in std::mem::take(&mut pending) {
             if pods[id].created > t {
                 still_pending.push(id);
@@ -174,13 +223,18 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
             }
             let (ns, req, resource, priority) = (pods[id].ns, pods[id].gpu_request, pods[id].resource, pods[id].priority);
             if resource == Resource::Gpu && used_gpus[ns] + req > quota_hard[ns] {
-                pending_samples.push(PendingSample { ts: t, pod: id, reason: "QuotaExceeded" });
+                pending_samples.record(id, t, "QuotaExceeded");
                 still_pending.push(id);
                 continue;
             }
-            let mut placement = place(cluster, &namespaces[ns], &holder, resource, req);
+            let mut placement =
+                if failed.known(ns, resource, req) { None } else { place(cluster, &namespaces[ns], &holder, resource, req) };
+            if placement.is_none() {
+                failed.add(ns, resource, req);
+            }
             if placement.is_none() && priority == Priority::High {
                 if let Some(victims) = choose_victims(cluster, &namespaces[ns], &holder, &pods, resource, req, priority) {
+                    failed = FailedPlacements::default(); // the evictions free units
                     for v in victims {
                         let replacement = preempt(&mut pods, v, t, &mut holder, &mut used_gpus);
                         running.retain(|&r| r != v);
@@ -190,6 +244,9 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
                         }
                     }
                     placement = place(cluster, &namespaces[ns], &holder, resource, req);
+                    if placement.is_none() {
+                        failed.add(ns, resource, req);
+                    }
                 }
             }
             match placement {
@@ -209,7 +266,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
                     running.push(id);
                 }
                 None => {
-                    pending_samples.push(PendingSample { ts: t, pod: id, reason: "Unschedulable" });
+                    pending_samples.record(id, t, "Unschedulable");
                     still_pending.push(id);
                 }
             }
@@ -249,7 +306,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
     for list in zombies.iter_mut() {
         list.sort_by_key(|z| z.start);
     }
-    Schedule { pods, occupancy, zombies, pending: pending_samples, quotas: quota_samples, quota_hard }
+    Schedule { pods, occupancy, zombies, pending: pending_samples.runs, quotas: quota_samples, quota_hard }
 }
 
 fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: i64, shared_offered: bool) -> SimPod {
@@ -320,23 +377,24 @@ fn unit_matches(cluster: &Cluster, u: usize, resource: Resource) -> bool {
     }
 }
 
-/// Best fit: the node of an acceptable model left with the fewest free units.
+/// Best fit: the node of an acceptable model left with the fewest free units (the first such
+/// node), and its first `req` free units.
 fn place(cluster: &Cluster, ns: &NamespaceSpec, holder: &[Option<usize>], resource: Resource, req: u32) -> Option<(usize, Vec<usize>)> {
-    let mut best: Option<(usize, usize, Vec<usize>)> = None;
+    let free_units = |node: usize| cluster.nodes[node].units.iter().copied().filter(move |&u| holder[u].is_none() && unit_matches(cluster, u, resource));
+    let mut best: Option<(usize, usize)> = None;
     for node in 0..cluster.nodes.len() {
         if !node_fits(cluster, ns, node, resource) {
             continue;
         }
-        let free: Vec<usize> =
-            cluster.nodes[node].units.iter().copied().filter(|&u| holder[u].is_none() && unit_matches(cluster, u, resource)).collect();
-        if free.len() >= req as usize {
-            let left = free.len() - req as usize;
-            if best.as_ref().is_none_or(|b| left < b.1) {
-                best = Some((node, left, free[..req as usize].to_vec()));
+        let free = free_units(node).count();
+        if free >= req as usize {
+            let left = free - req as usize;
+            if best.is_none_or(|b| left < b.1) {
+                best = Some((node, left));
             }
         }
     }
-    best.map(|(node, _, units)| (node, units))
+    best.map(|(node, _)| (node, free_units(node).take(req as usize).collect()))
 }
 
 /// The fewest lower-priority pods whose eviction frees enough units on one node.
