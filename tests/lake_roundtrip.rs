@@ -85,6 +85,13 @@ fn written_file_is_sorted_compressed_and_self_describing() {
     assert!(ts_col.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED), "ts encodings {:?}", ts_col.encodings().collect::<Vec<_>>());
     let node_col = rg.columns().iter().find(|c| c.column_path().string() == "node").unwrap();
     assert!(node_col.encodings().any(|e| e == Encoding::RLE_DICTIONARY), "labels are dictionary-encoded");
+    let encodings = |name: &str| rg.columns().iter().find(|c| c.column_path().string() == name).unwrap().encodings().collect::<Vec<_>>();
+    for name in ["energy_j", "temp_c", "util_pct"] {
+        assert!(encodings(name).contains(&Encoding::BYTE_STREAM_SPLIT), "{name} encodings {:?}", encodings(name));
+        assert!(!encodings(name).contains(&Encoding::RLE_DICTIONARY), "{name} encodings {:?}", encodings(name));
+    }
+    assert!(encodings("mem_used_mib").contains(&Encoding::PLAIN), "mem_used_mib encodings {:?}", encodings("mem_used_mib"));
+    assert!(!encodings("mem_used_mib").contains(&Encoding::RLE_DICTIONARY), "mem_used_mib encodings {:?}", encodings("mem_used_mib"));
 
     // Rows really are in the declared order.
     let batches: Vec<RecordBatch> = builder.build().unwrap().map(|b| b.unwrap()).collect();

@@ -1,7 +1,7 @@
 //! The one Parquet writer of the lake (after GreptimeDB's and Parseable's): measurements at
 //! the lake's resolution (`quantize`), rows sorted before `sorting_columns` is declared, ZSTD,
-//! delta-encoded timestamps without dictionary, byte-stream-split energy, dictionary-encoded
-//! labels and gauges, ~128k-row groups, schema version and window in key/value
+//! delta-encoded timestamps without dictionary, byte-stream-split energy, temperature and
+//! utilisation, plain framebuffer use, dictionary-encoded labels and power, ~128k-row groups, schema version and window in key/value
 //! metadata; published atomically through `store` (locally `.tmp` + fsync + rename, on S3 one PUT).
 
 use std::io::{self, Write};
@@ -165,6 +165,10 @@ pub fn writer_properties(table: Table, date: NaiveDate) -> WriterProperties {
     for name in table.split_columns() {
         let path = ColumnPath::from(*name);
         builder = builder.set_column_dictionary_enabled(path.clone(), false).set_column_encoding(path, Encoding::BYTE_STREAM_SPLIT);
+    }
+    for name in table.plain_columns() {
+        let path = ColumnPath::from(*name);
+        builder = builder.set_column_dictionary_enabled(path.clone(), false).set_column_encoding(path, Encoding::PLAIN);
     }
     for name in table.delta_columns() {
         let path = ColumnPath::from(*name);

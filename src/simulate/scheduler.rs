@@ -216,6 +216,10 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
         pending.sort_by_key(|&id| (Reverse(pods[id].priority), pods[id].created, id));
         let mut still_pending = Vec::with_capacity(pending.len());
         let mut failed = FailedPlacements::default();
+        // Preemptions known to find no victims at this tick. Only high-priority pods preempt,
+        // and their victims always rank below them, so evicting frees nothing a later
+        // high-priority pod could not already have counted: no eviction undoes such a failure.
+        let mut no_victims = FailedPlacements::default();
         for id in std::mem::take(&mut pending) {
             if pods[id].created > t {
                 still_pending.push(id);
@@ -233,7 +237,15 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
                 failed.add(ns, resource, req);
             }
             if placement.is_none() && priority == Priority::High {
-                if let Some(victims) = choose_victims(cluster, &namespaces[ns], &holder, &pods, resource, req, priority) {
+                let victims = if no_victims.known(ns, resource, req) {
+                    None
+                } else {
+                    choose_victims(cluster, &namespaces[ns], &holder, &pods, resource, req, priority)
+                };
+                if victims.is_none() {
+                    no_victims.add(ns, resource, req);
+                }
+                if let Some(victims) = victims {
                     failed = FailedPlacements::default(); // the evictions free units
                     for v in victims {
                         let replacement = preempt(&mut pods, v, t, &mut holder, &mut used_gpus);
