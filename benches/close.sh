@@ -8,7 +8,8 @@
 #
 #   BENCH_LAKE=/path/to/month/lake bash benches/close.sh     # an existing simulated month
 #   bash benches/close.sh                                     # simulates 1,024 GPUs x 30 days first
-#   BENCH_GPUS=10000 BENCH_DAYS=30 bash benches/close.sh      # the 10,000-GPU month (~9 GB, hours)
+#   BENCH_GPUS=10000 BENCH_DAYS=30 bash benches/close.sh      # the 10,000-GPU month (~5 GB, ~30 min to simulate)
+#   BENCH_PEERS=0 BENCH_REPEAT=0 ...                          # gpuledger only, each command once
 #
 # Needs: a release build (cargo build --release --features ballista, or BENCH_BIN), python3 with
 # duckdb (BENCH_VENV, created if missing), GNU time.
@@ -20,6 +21,7 @@ DAYS=${BENCH_DAYS:-30}
 START=${BENCH_START:-2026-09-01}
 MONTH=${START:0:7}
 REPEAT=${BENCH_REPEAT:-3}
+PEERS=${BENCH_PEERS:-1}
 WORK=${BENCH_DIR:-/tmp/gpuledger-bench}/close
 mkdir -p "$WORK"
 log() { echo "[close $(date -u +%H:%M:%S)] $*" >&2; }
@@ -61,6 +63,7 @@ best() {
   local name=$1; shift
   timed "$name" "$@"
   local b="" m=""
+  [ "$REPEAT" -gt 0 ] || return 0
   for _ in $(seq 1 "$REPEAT"); do
     timed "$name.rep" "$@"
     read -r s k < "$WORK/$name.rep.time"
@@ -72,7 +75,8 @@ best() {
 log "rollup --force (every day's rollups rewritten from its samples)"
 timed rollup "$G" --progress never --lake "$LAKE" rollup --force
 SAMPLES="$WORK/samples-lake"
-rm -rf "$SAMPLES" && cp -al "$LAKE" "$SAMPLES" && rm -rf "$SAMPLES/_rollups"
+rm -rf "$SAMPLES"
+[ "$PEERS" = 0 ] || { cp -al "$LAKE" "$SAMPLES" && rm -rf "$SAMPLES/_rollups"; }
 
 REPORTS="chargeback queue idle quota completeness heatmap"
 for r in $REPORTS; do
@@ -80,15 +84,28 @@ for r in $REPORTS; do
   rm -rf "$WORK/out-$r"
   best "report-$r" "$G" --progress never --lake "$LAKE" report "$r" --month "$MONTH" --format csv -o "$WORK/out-$r"
 done
-log "gpuledger report chargeback from the samples alone"
-best "report-chargeback-samples" "$G" --progress never --lake "$SAMPLES" report chargeback --month "$MONTH" --format csv -o "$WORK/out-cs"
+if [ "$PEERS" != 0 ]; then
+  log "gpuledger report chargeback from the samples alone"
+  best "report-chargeback-samples" "$G" --progress never --lake "$SAMPLES" report chargeback --month "$MONTH" --format csv -o "$WORK/out-cs"
+fi
 log "gpuledger run --no-collect (every report, every format, the page, the PDF)"
 rm -rf "$WORK/run-reports"
 printf '[lake]\npath = "%s"\n' "$LAKE" > "$WORK/run.toml"
 best "run" "$G" --progress never --config "$WORK/run.toml" run --no-collect --month "$MONTH" --reports-dir "$WORK/run-reports"
-log "DuckDB, the analyst's queries (warm, best of $REPEAT)"
-"$PY" benches/analyst.py --lake "$SAMPLES" --from "$FROM" --to "$TO" --repeat "$REPEAT" > "$WORK/duckdb.json"
+if [ "$PEERS" != 0 ]; then
+  log "DuckDB, the analyst's queries (warm, best of $REPEAT)"
+  "$PY" benches/analyst.py --lake "$SAMPLES" --from "$FROM" --to "$TO" --repeat "$REPEAT" > "$WORK/duckdb.json"
+else
+  echo '{}' > "$WORK/duckdb.json"
+fi
 
+# The GPU rows' bytes per column, as Parquet's footers record them (compressed).
+"$PY" - "$LAKE" > "$WORK/columns.json" <<'EOF'
+import duckdb, json, sys
+c = duckdb.connect()
+rows = c.execute(f"SELECT path_in_schema, sum(total_compressed_size) FROM parquet_metadata('{sys.argv[1]}/gpu_samples/*/*.parquet') GROUP BY 1 ORDER BY 2 DESC").fetchall()
+print(json.dumps([[name, int(size)] for name, size in rows]))
+EOF
 ROWS=$("$G" --lake "$LAKE" query "SELECT count(*) AS n FROM gpu_samples" --format csv | tail -n 1)
 GPU_BYTES=$(du -sb "$LAKE/gpu_samples" | cut -f1)
 ROLLUP_BYTES=$(du -sb "$LAKE/_rollups" | cut -f1)
@@ -111,15 +128,20 @@ for r in reports.split():
     s, m = t(f"report-{r}")
     d = duck.get(r, {}).get("secs")
     ratio = f"{d / s:.1f}x" if s and d else "n/a"
-    print(f"| {r} | {s:.2f} | {m:.0f} | {d:.2f} | {ratio} |" if s is not None else f"| {r} | failed | | {d} | |")
-s, m = t("report-chargeback-samples")
-d = duck["chargeback"]["secs"]
-print(f"| chargeback, samples only (no rollups) | {s:.2f} | {m:.0f} | {d:.2f} | {d / s:.2f}x |")
+    dd = f"{d:.2f}" if d else "not run"
+    print(f"| {r} | {s:.2f} | {m:.0f} | {dd} | {ratio} |" if s is not None else f"| {r} | failed | | {dd} | |")
+if "chargeback" in duck:
+    s, m = t("report-chargeback-samples")
+    d = duck["chargeback"]["secs"]
+    print(f"| chargeback, samples only (no rollups) | {s:.2f} | {m:.0f} | {d:.2f} | {d / s:.2f}x |")
 s, m = t("run")
 print(f"\n- `run --no-collect --month` (every report, every format, the workbook, the page and its PDF): **{s:.1f} s**, peak {m:.0f} MiB.")
 s, m = t("rollup")
 print(f"- `gpuledger rollup --force` (every day's rollups rewritten from its samples): {s:.1f} s, peak {m:.0f} MiB.")
 print(f"- Lake: {lake_bytes:,} bytes; `gpu_samples` {gpu_bytes:,} bytes = **{gpu_bytes / (rows * 7):.2f} bytes per stored value** (7 DCGM values a row); rollups {rollup_bytes:,} bytes ({rollup_bytes / gpu_bytes * 100:.1f}% of `gpu_samples`).")
-print(f"- DuckDB peak RSS over its queries: {duck['peak_rss_mib']} MiB.")
+columns = json.load(open(f"{work}/columns.json"))
+print("- `gpu_samples` bytes per row by column: " + ", ".join(f"{name} {size / rows:.3f}" for name, size in columns if size / rows >= 0.01) + f"; the {sum(1 for _, size in columns if size / rows < 0.01)} others {sum(size for _, size in columns if size / rows < 0.01) / rows:.3f} together.")
+if "peak_rss_mib" in duck:
+    print(f"- DuckDB peak RSS over its queries: {duck['peak_rss_mib']} MiB.")
 EOF
 cat "$WORK/results.md"

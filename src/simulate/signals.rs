@@ -66,10 +66,10 @@ impl GpuStep {
     }
 }
 
-/// Chance per step that a pod's framebuffer use moves to a new level. In the Alibaba GenAI
-/// trace (`pod_gpu_memory_used_bytes_anon`, 143 containers at 1-minute steps) 63.6% of readings
-/// equal the one a minute before: (1 - 0.2)^2 = 0.64 at the model's 30 s step.
-const MEM_CHANGE_PER_STEP: f64 = 0.2;
+/// Chance that a pod's framebuffer reading equals the one a minute before: 63.6% of readings
+/// in the Alibaba GenAI trace (`pod_gpu_memory_used_bytes_anon`, 143 containers at 1-minute
+/// steps). A step of `s` seconds keeps the level with chance 0.636^(s/60): 0.80 at 30 s.
+const MEM_UNCHANGED_PER_MINUTE: f64 = 0.636;
 /// The spread of a pod's framebuffer levels around its mean (relative sd): in the same trace a
 /// change moves the reading by 13% (median), which two draws at this sd give.
 const MEM_LEVEL_SD: f64 = 0.14;
@@ -78,9 +78,9 @@ const TEMP_DRIFT_STEPS: u64 = 10;
 
 /// The step at or before `step_no` (not before `first`) at which the framebuffer level of
 /// whatever holds unit `key` last changed.
-fn mem_level_step(seed: u64, key: u64, step_no: u64, first: u64) -> u64 {
+fn mem_level_step(seed: u64, key: u64, step_no: u64, first: u64, change: f64) -> u64 {
     let mut k = step_no;
-    while k > first && hash01(seed, key, k, 7) >= MEM_CHANGE_PER_STEP {
+    while k > first && hash01(seed, key, k, 7) >= change {
         k -= 1;
     }
     k
@@ -229,7 +229,8 @@ impl<'a> SignalModel<'a> {
                         // time, drawn afresh when it moves and when the pod starts.
                         _ => {
                             let first = started.div_euclid(self.step_ms).max(0) as u64;
-                            let level = mem_level_step(self.seed, key, step_no, first);
+                            let change = 1.0 - MEM_UNCHANGED_PER_MINUTE.powf(self.step_ms as f64 / 60_000.0);
+                            let level = mem_level_step(self.seed, key, step_no, first, change);
                             fb * pod.mem_frac * (1.0 + MEM_LEVEL_SD * hash_normal(self.seed, key, level, 4))
                         }
                     }
