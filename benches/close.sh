@@ -9,7 +9,7 @@
 #   BENCH_LAKE=/path/to/month/lake bash benches/close.sh     # an existing simulated month
 #   bash benches/close.sh                                     # simulates 1,024 GPUs x 30 days first
 #   BENCH_GPUS=10000 BENCH_DAYS=30 bash benches/close.sh      # the 10,000-GPU month (~5 GB, ~30 min to simulate)
-#   BENCH_PEERS=0 BENCH_REPEAT=0 ...                          # gpuledger only, each command once
+#   BENCH_PEERS=0 BENCH_REPEAT=0 BENCH_ROLLUP=0 ...           # gpuledger only, each command once, rollups as written
 #
 # Needs: a release build (cargo build --release --features ballista, or BENCH_BIN), python3 with
 # duckdb (BENCH_VENV, created if missing), GNU time.
@@ -72,8 +72,12 @@ best() {
   echo "$b $m" > "$WORK/$name.time"
 }
 
-log "rollup --force (every day's rollups rewritten from its samples)"
-timed rollup "$G" --progress never --lake "$LAKE" rollup --force
+if [ "${BENCH_ROLLUP:-1}" != 0 ]; then
+  log "rollup --force (every day's rollups rewritten from its samples)"
+  timed rollup "$G" --progress never --lake "$LAKE" rollup --force
+else
+  echo "failed (not run: BENCH_ROLLUP=0)" > "$WORK/rollup.time"
+fi
 SAMPLES="$WORK/samples-lake"
 rm -rf "$SAMPLES"
 [ "$PEERS" = 0 ] || { cp -al "$LAKE" "$SAMPLES" && rm -rf "$SAMPLES/_rollups"; }
@@ -137,7 +141,8 @@ if "chargeback" in duck:
 s, m = t("run")
 print(f"\n- `run --no-collect --month` (every report, every format, the workbook, the page and its PDF): **{s:.1f} s**, peak {m:.0f} MiB.")
 s, m = t("rollup")
-print(f"- `gpuledger rollup --force` (every day's rollups rewritten from its samples): {s:.1f} s, peak {m:.0f} MiB.")
+if s is not None:
+    print(f"- `gpuledger rollup --force` (every day's rollups rewritten from its samples): {s:.1f} s, peak {m:.0f} MiB.")
 print(f"- Lake: {lake_bytes:,} bytes; `gpu_samples` {gpu_bytes:,} bytes = **{gpu_bytes / (rows * 7):.2f} bytes per stored value** (7 DCGM values a row); rollups {rollup_bytes:,} bytes ({rollup_bytes / gpu_bytes * 100:.1f}% of `gpu_samples`).")
 columns = json.load(open(f"{work}/columns.json"))
 print("- `gpu_samples` bytes per row by column: " + ", ".join(f"{name} {size / rows:.3f}" for name, size in columns if size / rows >= 0.01) + f"; the {sum(1 for _, size in columns if size / rows < 0.01)} others {sum(size for _, size in columns if size / rows < 0.01) / rows:.3f} together.")
