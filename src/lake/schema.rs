@@ -68,7 +68,12 @@ impl Table {
         match self {
             Table::GpuSamples => &["cluster", "node", "gpu_uuid", "gpu_instance_id", "ts"],
             Table::Pods => &["cluster", "namespace", "created", "pod", "uid"],
-            Table::PendingSamples => &["cluster", "namespace", "ts", "pod", "uid"],
+            // Pod first: a pending pod's rows (one a step) lie together, so a row group holds a
+            // few pods' names and uids (a few dictionary entries, one run each) rather than every
+            // pod pending at its steps. With ts first, a day of 10,000 GPUs' queue (11,400 pods,
+            // 32.6 M rows) repeated all 11,400 uids in the dictionary of each of its 249 row
+            // groups: 5.2 bytes a row, more than the day's GPU rows.
+            Table::PendingSamples => &["cluster", "namespace", "pod", "uid", "ts"],
             Table::Quotas => &["cluster", "namespace", "resource", "ts"],
             Table::Nodes => &["cluster", "node", "gpu_uuid", "gpu_instance_id"],
             Table::Gaps => &["cluster", "source", "metric", "gap_start"],
