@@ -116,6 +116,11 @@ fn sort_key(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
     }
     let dictionary = column.as_any_dictionary();
     let values = dictionary.values();
+    if values.is_empty() {
+        // No values: every row is null (a label no row has, such as `mig_profile` on a pool
+        // without MIG), and all rows sort alike.
+        return Ok(Arc::new(UInt32Array::new_null(column.len())));
+    }
     let order = sort_to_indices(values, Some(ASCENDING), None)?;
     let compare = make_comparator(values.as_ref(), values.as_ref(), ASCENDING)?;
     let mut rank = vec![0u32; values.len()];
@@ -222,5 +227,12 @@ mod tests {
         // Keys 0 and 3 hold the same string, so they share a rank and ts breaks the tie.
         assert_eq!(by(ranks).values(), by(strings).values());
         assert_eq!(by(sort_key(&dict).unwrap()).values(), &[1, 6, 5, 0, 3, 2, 7, 4]);
+
+        // A dictionary with no values at all (every row null) sorts as all-equal nulls.
+        let keys = arrow::array::Int32Array::from(vec![None::<i32>; 8]);
+        let empty: ArrayRef = Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(StringArray::from(Vec::<&str>::new()))).unwrap());
+        let ranks = sort_key(&empty).unwrap();
+        assert_eq!((ranks.len(), ranks.null_count()), (8, 8));
+        assert_eq!(by(ranks).values(), &[5, 4, 3, 2, 1, 0, 7, 6]);
     }
 }
