@@ -157,6 +157,21 @@ fn register_mem(ctx: &SessionContext, name: &str, schema: SchemaRef, batch: Reco
     register_batches(ctx, name, schema, vec![vec![batch]])
 }
 
+/// Registers `partitions`, streams computed as a query reads them (memory follows what one
+/// stream holds at a time, not the table), as the table `name`, replacing any table of that
+/// name. Only on the local engine: on Ballista, whose executors cannot run this process's
+/// streams, nothing is registered and the answer is `false` (register batches instead).
+pub fn register_streams(ctx: &SessionContext, name: &str, schema: SchemaRef, partitions: Vec<Arc<dyn datafusion::physical_plan::streaming::PartitionStream>>) -> Result<bool> {
+    if ctx.state().config().get_extension::<Scratch>().is_some() {
+        return Ok(false);
+    }
+    let reg_err = |source| EngineError::Register { table: name.into(), source };
+    let _ = ctx.deregister_table(name);
+    let table = datafusion::catalog::streaming::StreamingTable::try_new(schema, partitions).map_err(reg_err)?;
+    ctx.register_table(name, Arc::new(table)).map_err(reg_err)?;
+    Ok(true)
+}
+
 /// Registers `partitions` as the table `name`, replacing any table of that name. In memory on
 /// the local engine; on Ballista, whose executors cannot see this process's memory, written as
 /// Parquet under the session's scratch folder and registered as an external table.

@@ -422,6 +422,11 @@ pub fn is_current(lake: &Lake, date: NaiveDate, samples_file: &Path) -> bool {
     footer_check(lake, Kind::GpuBuckets, date, samples_file).is_ok()
 }
 
+/// Whether the day's rollups of `kinds` are all current for `source_file` (footers only).
+pub fn kinds_current(lake: &Lake, kinds: &[Kind], date: NaiveDate, source_file: &Path) -> bool {
+    kinds.iter().all(|k| footer_check(lake, *k, date, source_file).is_ok())
+}
+
 /// Whether every rollup of `table`'s day is current (for `gpuledger check`).
 pub fn all_current(lake: &Lake, table: Table, date: NaiveDate) -> bool {
     let source = lake.partition_file(table, date);

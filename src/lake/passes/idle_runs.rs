@@ -316,32 +316,44 @@ struct ClosedRun {
     gpu_us: i64,
 }
 
-/// Merges closed days in time order into the window's holdings and runs of at least `min_secs`:
-/// the same as one pass over every row (a run that crosses midnight is one run; a day opening
-/// idle after one that closed idle is no new drop).
-fn merge(days: Vec<IdleDay>, min_secs: i64, strings: &Interner) -> (RecordBatch, RecordBatch) {
-    let mut holdings: Vec<Holding> = Vec::new();
-    let mut index: HashMap<Key, usize> = HashMap::new();
-    let mut runs: Vec<ClosedRun> = Vec::new();
-    let emit = |runs: &mut Vec<ClosedRun>, holding: usize, run: Run| {
-        if run.secs >= min_secs {
-            runs.push(ClosedRun { holding, start: run.start, steps: run.steps, gpu_us: run.gpu_us });
+/// Merges closed days, in time order, into the window's holdings and its runs of at least
+/// `min_secs`: the same as one pass over every row (a run that crosses midnight is one run; a
+/// day opening idle after one that closed idle is no new drop). A day is dropped once merged,
+/// so memory follows the window's holdings, not its days.
+struct Merger {
+    min_secs: i64,
+    holdings: Vec<Holding>,
+    index: HashMap<Key, usize>,
+    runs: Vec<ClosedRun>,
+}
+
+impl Merger {
+    fn new(min_secs: i64) -> Merger {
+        Merger { min_secs, holdings: Vec::new(), index: HashMap::new(), runs: Vec::new() }
+    }
+
+    fn emit(&mut self, holding: usize, run: Run) {
+        if run.secs >= self.min_secs {
+            self.runs.push(ClosedRun { holding, start: run.start, steps: run.steps, gpu_us: run.gpu_us });
         }
-    };
-    for mut day in days {
+    }
+
+    fn add(&mut self, mut day: IdleDay) {
         day.close();
         let mut at: Vec<usize> = Vec::with_capacity(day.holdings.len());
         for d in &day.holdings {
-            let h = *index.entry(d.key).or_insert_with(|| {
+            let holdings = &mut self.holdings;
+            let h = *self.index.entry(d.key).or_insert_with(|| {
                 holdings.push(Holding { key: d.key, model: d.model, has_gi: d.has_gi, held_us: 0, steps: 0, idle_steps: 0, drops: 0, prev_idle: false, open: None });
                 holdings.len() - 1
             });
             at.push(h);
-            let g = &mut holdings[h];
+            let g = &mut self.holdings[h];
             g.held_us += d.held_us;
             g.steps += d.steps;
             g.idle_steps += d.idle_steps;
             g.drops += d.drops - i64::from(g.prev_idle && d.first_idle);
+            let mut closed = None;
             if d.first_idle {
                 let lead = d.lead.expect("a day opening idle has a lead run");
                 let run = match g.open.take() {
@@ -351,26 +363,32 @@ fn merge(days: Vec<IdleDay>, min_secs: i64, strings: &Interner) -> (RecordBatch,
                 if d.all_idle {
                     g.open = Some(run);
                 } else {
-                    emit(&mut runs, h, run);
+                    closed = Some(run);
                 }
             } else if let Some(open) = g.open.take() {
-                emit(&mut runs, h, open);
+                closed = Some(open);
             }
             if !d.all_idle {
                 g.open = d.trail;
             }
             g.prev_idle = d.last_idle;
+            if let Some(run) = closed {
+                self.emit(h, run);
+            }
         }
         for (h, run) in day.interior {
-            emit(&mut runs, at[h], run);
+            self.emit(at[h], run);
         }
     }
-    for (h, hold) in holdings.iter_mut().enumerate() {
-        if let Some(run) = hold.open.take() {
-            emit(&mut runs, h, run);
+
+    fn finish(mut self, strings: &Interner) -> (RecordBatch, RecordBatch) {
+        for h in 0..self.holdings.len() {
+            if let Some(run) = self.holdings[h].open.take() {
+                self.emit(h, run);
+            }
         }
+        (holding_batch(&self.holdings, strings), runs_batch(&self.runs, &self.holdings, strings))
     }
-    (holding_batch(&holdings, strings), runs_batch(&runs, &holdings, strings))
 }
 
 /// The allocated-but-idle tables of `window` under `rule`: each whole day from its stored idle
@@ -382,42 +400,65 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>)
     let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
     let strings = Mutex::new(Interner::default());
     let rollup_usable = rule.util_threshold_pct == ROLLUP_THRESHOLD_PCT && rule.min_secs >= ROLLUP_MIN_RUN_SECS;
-    // (date, the day from its rollup) in date order; days without one are read below.
-    let mut days: Vec<(chrono::NaiveDate, Option<IdleDay>)> = Vec::new();
-    let mut raw: Vec<std::path::PathBuf> = Vec::new();
+    // (date, its samples file, whether its rollups are current: footers only) in date order.
+    let mut days: Vec<(chrono::NaiveDate, std::path::PathBuf, bool)> = Vec::new();
     for path in crate::lake::scan::day_files(lake, Table::GpuSamples, first, last)? {
         let date = super::rolled::date_of(&path).ok_or_else(|| IdleScanError::Scan(ScanError::Read { path: path.clone(), detail: "not in a date=YYYY-MM-DD folder".into() }))?;
         let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
         let whole = start_ms <= day_ms && end_ms >= day_ms + 86_400_000;
-        let stored = if whole && rollup_usable { read_rollup(lake, date, &path, &strings, cluster, rule.min_secs) } else { None };
-        if stored.is_none() {
-            raw.push(path);
-        }
-        days.push((date, stored));
+        let stored = whole && rollup_usable && crate::lake::rollup::kinds_current(lake, &[crate::lake::rollup::Kind::IdleHoldings, crate::lake::rollup::Kind::IdleStretches], date, &path);
+        days.push((date, path, stored));
     }
-    let rollup_days = days.iter().filter(|(_, d)| d.is_some()).count();
-    if !raw.is_empty() {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        // Each file's batches arrive in order on one thread; a day per file.
-        let parts = crate::lake::scan::fold_files(lake, &raw, &COLUMNS, threads, Vec::new, |folded: &mut Vec<(std::path::PathBuf, IdleDay)>, path, b| {
-            if folded.last().is_none_or(|(p, _)| p != path) {
-                folded.push((path.to_path_buf(), IdleDay::new(rule.util_threshold_pct, rule.min_secs)));
+    // The days without current rollups, from their samples on every core.
+    let raw: Vec<std::path::PathBuf> = days.iter().filter(|(_, _, stored)| !stored).map(|(_, p, _)| p.clone()).collect();
+    let mut folded = fold_days(lake, &raw, rule, start_ms, end_ms, cluster, &strings)?;
+    // Then every day in date order, each from its rollup (read here, dropped once merged) or
+    // its fold.
+    let mut merger = Merger::new(rule.min_secs);
+    let (mut rows, mut rollup_days) = (0u64, 0usize);
+    for (date, path, stored) in days {
+        let day = match stored.then(|| read_rollup(lake, date, &path, &strings, cluster, rule.min_secs)).flatten() {
+            Some(day) => {
+                rollup_days += 1;
+                Some(day)
             }
-            let (_, day) = folded.last_mut().expect("a day to fold into");
-            day.add(&strings, path, &b, start_ms, end_ms, cluster)
-        })?;
-        for (path, day) in parts.into_iter().flatten() {
-            let date = super::rolled::date_of(&path);
-            if let Some(slot) = days.iter_mut().find(|(d, stored)| Some(*d) == date && stored.is_none()) {
-                slot.1 = Some(day);
-            }
+            // A rollup that could not be read after all: the day's samples.
+            None if stored => fold_days(lake, std::slice::from_ref(&path), rule, start_ms, end_ms, cluster, &strings)?.remove(&path),
+            None => folded.remove(&path),
+        };
+        if let Some(day) = day {
+            rows += day.rows;
+            merger.add(day);
         }
     }
-    let days: Vec<IdleDay> = days.into_iter().filter_map(|(_, d)| d).collect();
-    let rows = days.iter().map(|d| d.rows).sum();
     let strings = strings.into_inner().expect("interner lock");
-    let (holding, runs) = merge(days, rule.min_secs, &strings);
+    let (holding, runs) = merger.finish(&strings);
     Ok(IdleScan { holding, runs, rows, rollup_days })
+}
+
+/// The days of `files` folded from their samples (on every core), by file.
+fn fold_days(
+    lake: &Lake,
+    files: &[std::path::PathBuf],
+    rule: IdleRule,
+    start_ms: i64,
+    end_ms: i64,
+    cluster: Option<&str>,
+    strings: &Mutex<Interner>,
+) -> Result<HashMap<std::path::PathBuf, IdleDay>, IdleScanError> {
+    if files.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Each file's batches arrive in order on one thread; a day per file.
+    let parts = crate::lake::scan::fold_files(lake, files, &COLUMNS, threads, Vec::new, |folded: &mut Vec<(std::path::PathBuf, IdleDay)>, path, b| {
+        if folded.last().is_none_or(|(p, _)| p != path) {
+            folded.push((path.to_path_buf(), IdleDay::new(rule.util_threshold_pct, rule.min_secs)));
+        }
+        let (_, day) = folded.last_mut().expect("a day to fold into");
+        day.add(strings, path, &b, start_ms, end_ms, cluster)
+    })?;
+    Ok(parts.into_iter().flatten().collect())
 }
 
 struct Columns<'a> {

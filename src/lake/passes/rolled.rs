@@ -29,32 +29,79 @@ pub struct Sums {
 
 const DAY_MS: i64 = 86_400_000;
 
+/// One day's part of a window: the day, its source file and the part `[from, to)` (ms).
+#[derive(Debug, Clone)]
+pub struct DayPart {
+    pub date: NaiveDate,
+    pub source: PathBuf,
+    pub from: i64,
+    pub to: i64,
+}
+
+impl DayPart {
+    /// Whether a stored rollup can answer this part: both its edges fall on bucket edges.
+    pub fn on_bucket_edges(&self) -> bool {
+        self.from % BUCKET_MS == 0 && self.to % BUCKET_MS == 0
+    }
+
+    fn whole_day(&self) -> bool {
+        let day_ms = self.date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
+        self.from == day_ms && self.to == day_ms + DAY_MS
+    }
+}
+
+/// The days of `kind`'s source table in `window`, in date order.
+pub fn day_parts(lake: &Lake, kind: Kind, window: &Window) -> Result<Vec<DayPart>, BucketError> {
+    let (first, last) = window.date_bounds();
+    let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
+    let mut parts = Vec::new();
+    for source in day_files(lake, kind.source(), first, last)? {
+        let date = date_of(&source).ok_or_else(|| BucketError::NotADay { path: source.display().to_string() })?;
+        let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
+        parts.push(DayPart { date, source, from: start_ms.max(day_ms), to: end_ms.min(day_ms + DAY_MS) });
+    }
+    Ok(parts)
+}
+
+/// One day's sums with `S`: its stored rollup where current (cut to the part), else one pass
+/// over its samples. The batches, and whether they came from the rollup.
+pub fn day_sums<S: DaySums>(lake: &Lake, kind: Kind, part: &DayPart) -> Result<(Vec<RecordBatch>, bool), BucketError> {
+    if part.on_bucket_edges() {
+        match rollup::read_kind(lake, kind, part.date, &part.source) {
+            Rollup::Current(batches) => {
+                let whole = part.whole_day();
+                return Ok((batches.into_iter().map(|b| if whole { b } else { buckets_between(&b, part.from, part.to) }).collect(), true));
+            }
+            Rollup::Missing => {}
+            Rollup::Stale(why) => tracing::warn!("not using the {} rollup of {}, reading its samples: {why}", kind.name(), part.date),
+        }
+    }
+    let strings = Mutex::new(Interner::default());
+    let parts = fold_files(lake, std::slice::from_ref(&part.source), S::COLUMNS, 1, S::default, |g: &mut S, path, b: RecordBatch| g.add(&strings, path, &b, part.from, part.to))?;
+    Ok((vec![S::finish(&parts, &strings.into_inner().expect("interner lock"))], false))
+}
+
 /// Sums the rows of `kind`'s source table in `window` with `S`.
 pub fn scan<S: DaySums>(lake: &Lake, kind: Kind, window: &Window, threads: usize) -> Result<Sums, BucketError> {
-    let (first, last) = window.date_bounds();
     let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
     let mut out = Sums { batches: Vec::new(), rows: 0, rollup_days: 0, scanned_days: Vec::new() };
     let mut raw: Vec<PathBuf> = Vec::new();
-    // (day, its samples file, the day's part of the window) of days a rollup could answer.
-    let mut candidates: Vec<(NaiveDate, PathBuf, i64, i64)> = Vec::new();
-    for samples in day_files(lake, kind.source(), first, last)? {
-        let date = date_of(&samples).ok_or_else(|| BucketError::NotADay { path: samples.display().to_string() })?;
-        let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
-        // The day's part of the window; a rollup answers it when both edges fall on bucket edges.
-        let (from, to) = (start_ms.max(day_ms), end_ms.min(day_ms + DAY_MS));
-        if from % BUCKET_MS != 0 || to % BUCKET_MS != 0 {
-            out.scanned_days.push(date);
-            raw.push(samples);
+    // Days a rollup could answer.
+    let mut candidates: Vec<DayPart> = Vec::new();
+    for part in day_parts(lake, kind, window)? {
+        if part.on_bucket_edges() {
+            candidates.push(part);
         } else {
-            candidates.push((date, samples, from, to));
+            out.scanned_days.push(part.date);
+            raw.push(part.source);
         }
     }
-    for ((date, samples, from, to), rollup) in candidates.iter().zip(read_rollups(lake, kind, &candidates, threads)) {
+    for (part, rollup) in candidates.iter().zip(read_rollups(lake, kind, &candidates, threads)) {
         match rollup {
             Rollup::Current(batches) => {
-                let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
+                let whole = part.whole_day();
                 for batch in batches {
-                    let batch = if *from == day_ms && *to == day_ms + DAY_MS { batch } else { buckets_between(&batch, *from, *to) };
+                    let batch = if whole { batch } else { buckets_between(&batch, part.from, part.to) };
                     out.rows += S::rows_of(&batch);
                     out.batches.push(batch);
                 }
@@ -62,10 +109,10 @@ pub fn scan<S: DaySums>(lake: &Lake, kind: Kind, window: &Window, threads: usize
                 continue;
             }
             Rollup::Missing => {}
-            Rollup::Stale(why) => tracing::warn!("not using the {} rollup of {date}, reading its samples: {why}", kind.name()),
+            Rollup::Stale(why) => tracing::warn!("not using the {} rollup of {}, reading its samples: {why}", kind.name(), part.date),
         }
-        out.scanned_days.push(*date);
-        raw.push(samples.clone());
+        out.scanned_days.push(part.date);
+        raw.push(part.source.clone());
     }
     out.scanned_days.sort();
     if !raw.is_empty() {
@@ -78,15 +125,15 @@ pub fn scan<S: DaySums>(lake: &Lake, kind: Kind, window: &Window, threads: usize
 }
 
 /// The rollups of `days`, read on up to `threads` threads, in order.
-fn read_rollups(lake: &Lake, kind: Kind, days: &[(NaiveDate, PathBuf, i64, i64)], threads: usize) -> Vec<Rollup> {
+fn read_rollups(lake: &Lake, kind: Kind, days: &[DayPart], threads: usize) -> Vec<Rollup> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let slots: Vec<Mutex<Option<Rollup>>> = days.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..threads.clamp(1, days.len().max(1)) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((date, samples, _, _)) = days.get(i) else { return };
-                *slots[i].lock().expect("rollup slot") = Some(rollup::read_kind(lake, kind, *date, samples));
+                let Some(part) = days.get(i) else { return };
+                *slots[i].lock().expect("rollup slot") = Some(rollup::read_kind(lake, kind, part.date, &part.source));
             });
         }
     });
