@@ -138,28 +138,39 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     if clusters.len() > 1 {
         return Err(PlanError::Clusters { window: label, clusters: clusters.into_iter().collect::<Vec<_>>().join(", ") });
     }
+    // The pods, a batch at a time as the query sorts them out (a month of 10,000 GPUs has over
+    // a million): each batch decoded and dropped, the labels that repeat (namespace, node,
+    // class, resource, reason) shared rather than copied per pod.
     let mut pods = Vec::new();
-    for b in &run_query(ctx, "plan_pods", &queries.get("plan_pods")?, params.clone()).await? {
-        let (ns, pod, uid, node, class, res, reason) =
-            (strs(r, b, "namespace")?, strs(r, b, "pod")?, strs(r, b, "uid")?, strs(r, b, "node")?, strs(r, b, "priority_class")?, strs(r, b, "gpu_resource")?, strs(r, b, "termination_reason")?);
-        let (created, scheduled, started, finished, count) = (ints(r, b, "created_ms")?, ints(r, b, "scheduled_ms")?, ints(r, b, "started_ms")?, ints(r, b, "finished_ms")?, ints(r, b, "gpu_request")?);
+    let mut labels = recorded::Labels::default();
+    let (mut stream, _) = crate::engine::stream_query(ctx, "plan_pods", &queries.get("plan_pods")?, datafusion::common::ParamValues::List(params.clone().into_iter().map(Into::into).collect())).await?;
+    while let Some(b) = futures::StreamExt::next(&mut stream).await {
+        let b = b.map_err(|e| crate::engine::query_error(ctx, "plan_pods", e))?;
+        let text = |name| crate::report::columns::texts(r, &b, name);
+        let (ns, pod, uid, node, class, res, reason) = (text("namespace")?, text("pod")?, text("uid")?, text("node")?, text("priority_class")?, text("gpu_resource")?, text("termination_reason")?);
+        let (created, scheduled, started, finished, count) = (ints(r, &b, "created_ms")?, ints(r, &b, "scheduled_ms")?, ints(r, &b, "started_ms")?, ints(r, &b, "finished_ms")?, ints(r, &b, "gpu_request")?);
+        fn value(a: &arrow::array::StringArray, i: usize) -> Option<&str> {
+            arrow::array::Array::is_valid(a, i).then(|| a.value(i))
+        }
+        pods.reserve(b.num_rows());
         for i in 0..b.num_rows() {
             pods.push(PodRow {
-                namespace: ns[i].clone().unwrap_or_default(),
-                pod: pod[i].clone().unwrap_or_default(),
-                uid: uid[i].clone().unwrap_or_default(),
-                node: node[i].clone(),
-                priority_class: class[i].clone().unwrap_or_default(),
+                namespace: labels.get(value(&ns, i).unwrap_or_default()),
+                pod: value(&pod, i).unwrap_or_default().to_string(),
+                uid: value(&uid, i).unwrap_or_default().to_string(),
+                node: value(&node, i).map(|n| labels.get(n)),
+                priority_class: labels.get(value(&class, i).unwrap_or_default()),
                 created: created[i].unwrap_or(0),
                 scheduled: scheduled[i],
                 started: started[i],
                 finished: finished[i],
-                resource: res[i].clone().unwrap_or_else(|| "nvidia.com/gpu".into()),
+                resource: labels.get(value(&res, i).unwrap_or("nvidia.com/gpu")),
                 count: count[i].unwrap_or(1).clamp(1, u32::MAX as i64) as u32,
-                reason: reason[i].clone(),
+                reason: value(&reason, i).map(|n| labels.get(n)),
             });
         }
     }
+    pods.shrink_to_fit();
     let mut pending = Vec::new();
     let mut quotas = BTreeMap::new();
     // The recorded pending demand, from the pending rollups (or the window's rows).

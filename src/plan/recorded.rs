@@ -19,18 +19,36 @@ pub const SUCCESSOR_WITHIN_MS: Ms = 120_000;
 /// One `pods` row (queries/plan_pods.sql).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodRow {
-    pub namespace: String,
+    pub namespace: Label,
     pub pod: String,
     pub uid: String,
-    pub node: Option<String>,
-    pub priority_class: String,
+    pub node: Option<Label>,
+    pub priority_class: Label,
     pub created: Ms,
     pub scheduled: Option<Ms>,
     pub started: Option<Ms>,
     pub finished: Option<Ms>,
-    pub resource: String,
+    pub resource: Label,
     pub count: u32,
-    pub reason: Option<String>,
+    pub reason: Option<Label>,
+}
+
+/// A label many pods share (namespace, node, class, resource, reason): one copy, shared.
+pub type Label = std::sync::Arc<str>;
+
+/// The labels read so far, each kept once.
+#[derive(Default)]
+pub struct Labels(std::collections::HashSet<Label>);
+
+impl Labels {
+    pub fn get(&mut self, s: &str) -> Label {
+        if let Some(label) = self.0.get(s) {
+            return label.clone();
+        }
+        let label: Label = s.into();
+        self.0.insert(label.clone());
+        label
+    }
 }
 
 /// One inventory row (queries/plan_pool.sql).
@@ -166,7 +184,7 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     let node_index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
 
     // Namespaces, classes and resources, in a stable order.
-    let mut namespaces: BTreeSet<String> = pods.iter().map(|p| p.namespace.clone()).collect();
+    let mut namespaces: BTreeSet<String> = pods.iter().map(|p| p.namespace.to_string()).collect();
     namespaces.extend(quotas.keys().cloned());
     let namespaces: Vec<String> = namespaces.into_iter().collect();
     let ns_index: HashMap<&str, usize> = namespaces.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
@@ -174,9 +192,9 @@ pub fn build(input: Inputs<'_>) -> Recorded {
         config.plan.priority_classes.iter().map(|(n, c)| Class { name: n.clone(), value: c.value, preempts: c.preempts }).collect();
     let mut unknown_classes = BTreeSet::new();
     for p in &pods {
-        if !classes.iter().any(|c| c.name == p.priority_class) {
-            unknown_classes.insert(p.priority_class.clone());
-            classes.push(Class { name: p.priority_class.clone(), value: 0, preempts: false });
+        if !classes.iter().any(|c| *c.name == *p.priority_class) {
+            unknown_classes.insert(p.priority_class.to_string());
+            classes.push(Class { name: p.priority_class.to_string(), value: 0, preempts: false });
         }
     }
     if !unknown_classes.is_empty() {
@@ -190,17 +208,17 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     // Node affinity: the models each namespace's whole-GPU pods ran on.
     let mut affinity = vec![vec![false; models.len()]; namespaces.len()];
     let mut any_placed = vec![false; namespaces.len()];
-    for p in pods.iter().filter(|p| p.resource == "nvidia.com/gpu") {
+    for p in pods.iter().filter(|p| &*p.resource == "nvidia.com/gpu") {
         if let Some(&n) = p.node.as_deref().and_then(|n| node_index.get(n)) {
-            affinity[ns_index[p.namespace.as_str()]][nodes[n].model] = true;
-            any_placed[ns_index[p.namespace.as_str()]] = true;
+            affinity[ns_index[&*p.namespace]][nodes[n].model] = true;
+            any_placed[ns_index[&*p.namespace]] = true;
         }
     }
     // A namespace none of whose whole-GPU pods ran in the window was held by something the
     // lake does not record (a node selector, a toleration, a request no node fits): replayed
     // as able to run nowhere, unless a scenario names its models (`affinity`).
     let never_ran: Vec<String> = (0..namespaces.len())
-        .filter(|&i| !any_placed[i] && pods.iter().any(|p| p.namespace == namespaces[i] && p.resource == "nvidia.com/gpu"))
+        .filter(|&i| !any_placed[i] && pods.iter().any(|p| *p.namespace == *namespaces[i] && &*p.resource == "nvidia.com/gpu"))
         .map(|i| namespaces[i].clone())
         .collect();
     notes.push("node affinity inferred: a namespace's whole-GPU pods may run on the GPU models they ran on in the window".to_string());
@@ -220,7 +238,7 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     };
     let mut by_name: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
     for (i, p) in rows.iter().enumerate() {
-        by_name.entry((p.namespace.as_str(), p.pod.as_str())).or_default().push(i);
+        by_name.entry((&*p.namespace, p.pod.as_str())).or_default().push(i);
     }
     let mut successor: Vec<Option<usize>> = vec![None; rows.len()];
     let mut has_predecessor = vec![false; rows.len()];
@@ -229,7 +247,7 @@ pub fn build(input: Inputs<'_>) -> Recorded {
             continue;
         }
         let Some(f) = p.finished else { continue };
-        let next = by_name[&(p.namespace.as_str(), p.pod.as_str())]
+        let next = by_name[&(&*p.namespace, p.pod.as_str())]
             .iter()
             .copied()
             .find(|&j| j != i && !has_predecessor[j] && rows[j].created >= f && rows[j].created <= f + SUCCESSOR_WITHIN_MS);
@@ -266,20 +284,20 @@ pub fn build(input: Inputs<'_>) -> Recorded {
         }
         let delays: Vec<Ms> = chain.iter().filter_map(|&i| Some((rows[i].started? - rows[i].scheduled?).max(0))).collect();
         let carried = match (head.scheduled, head.started, &head.node) {
-            (Some(s), Some(st), Some(node)) if s < from => Some(Carried { node: node.clone(), scheduled: s, started: st }),
+            (Some(s), Some(st), Some(node)) if s < from => Some(Carried { node: node.to_string(), scheduled: s, started: st }),
             _ => None,
         };
-        let class = classes.iter().position(|c| c.name == head.priority_class).expect("every class interned");
+        let class = classes.iter().position(|c| *c.name == *head.priority_class).expect("every class interned");
         jobs.push(Job {
-            ns: ns_index[head.namespace.as_str()],
+            ns: ns_index[&*head.namespace],
             name: head.pod.clone(),
             class,
-            resource: resources.iter().position(|r| *r == head.resource).expect("every resource interned"),
+            resource: resources.iter().position(|r| **r == *head.resource).expect("every resource interned"),
             count: head.count,
             created: head.created,
             delays,
             run,
-            end_reason: last.reason.clone(),
+            end_reason: last.reason.as_deref().map(String::from),
             carried,
         });
     }
@@ -294,9 +312,9 @@ pub fn build(input: Inputs<'_>) -> Recorded {
         .enumerate()
         .map(|(i, p)| PodOutcome {
             job: i,
-            ns: ns_index[p.namespace.as_str()],
-            class: classes.iter().position(|c| c.name == p.priority_class).expect("interned"),
-            resource: resources.iter().position(|r| *r == p.resource).expect("interned"),
+            ns: ns_index[&*p.namespace],
+            class: classes.iter().position(|c| *c.name == *p.priority_class).expect("interned"),
+            resource: resources.iter().position(|r| **r == *p.resource).expect("interned"),
             count: p.count,
             created: p.created,
             scheduled: p.scheduled,

@@ -48,6 +48,13 @@ pub fn strs(report: &'static str, b: &RecordBatch, name: &str) -> Result<Vec<Opt
     Ok((0..a.len()).map(|i| (!a.is_null(i)).then(|| a.value(i).to_string())).collect())
 }
 
+/// A text column (plain or dictionary-encoded) as one string array, without a `String` per
+/// row: for results of many rows.
+pub fn texts(report: &'static str, b: &RecordBatch, name: &str) -> Result<arrow::array::StringArray> {
+    let c = cast(report, column(report, b, name)?, &DataType::Utf8)?;
+    Ok(c.as_string::<i32>().clone())
+}
+
 /// A timestamp column as milliseconds since the epoch (NULL -> None).
 pub fn millis(report: &'static str, b: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
     let c = cast(report, column(report, b, name)?, &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())))?;
