@@ -3,6 +3,8 @@
 --   $1, $2  window (TIMESTAMP, UTC); $4 last `date` partition (pods are partitioned by the
 --   day they were created, so a pod created before the window lives in an earlier one)
 --   $5      the cluster ('' for a lake of one)
+-- Unordered: the plan sorts the pods (by created, namespace, name, uid) as it reads them, so
+-- a month of a million pods is not held twice, once in a sort here and once as its rows.
 SELECT
   COALESCE(CAST(p.cluster AS VARCHAR), 'default')          AS cluster,
   CAST(p.namespace AS VARCHAR)                              AS namespace,
@@ -23,4 +25,3 @@ WHERE p.date <= $4
   AND (p.finished IS NULL OR p.finished >= $1)
   AND p.gpu_request > 0
   AND ($5 = '' OR COALESCE(CAST(p.cluster AS VARCHAR), 'default') = $5)
-ORDER BY created_ms, namespace, pod, uid

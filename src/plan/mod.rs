@@ -170,7 +170,7 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
             });
         }
     }
-    pods.shrink_to_fit();
+    pods.sort_by(|a, b| (a.created, &*a.namespace, &a.pod, &a.uid).cmp(&(b.created, &*b.namespace, &b.pod, &b.uid)));
     let mut pending = Vec::new();
     let mut quotas = BTreeMap::new();
     // The recorded pending demand, from the pending rollups (or the window's rows).

@@ -65,7 +65,7 @@ pub struct Job {
     /// Run time in total; `None` when it was still running (or pending) at the window's end.
     pub run: Option<Ms>,
     /// How its last attempt ended ("Completed", "Error", "OOMKilled", "Preempted"...).
-    pub end_reason: Option<String>,
+    pub end_reason: Option<std::sync::Arc<str>>,
     /// Running when the window opened: the node it ran on and when it was bound and started.
     pub carried: Option<Carried>,
 }

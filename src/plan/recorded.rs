@@ -236,10 +236,19 @@ pub fn build(input: Inputs<'_>) -> Recorded {
         keep.sort_unstable();
         keep.into_iter().map(|i| &pods[i]).collect()
     };
-    let mut by_name: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    // The rows of each (namespace, name), in row order: the first per name, then a chain.
+    let mut first_named: HashMap<(&str, &str), usize> = HashMap::with_capacity(rows.len());
+    let mut next_named: Vec<usize> = vec![usize::MAX; rows.len()];
+    let mut last_named: Vec<usize> = vec![usize::MAX; rows.len()];
     for (i, p) in rows.iter().enumerate() {
-        by_name.entry((&*p.namespace, p.pod.as_str())).or_default().push(i);
+        let first = *first_named.entry((&*p.namespace, p.pod.as_str())).or_insert(i);
+        if first != i {
+            next_named[last_named[first]] = i;
+        }
+        last_named[first] = i;
     }
+    drop(last_named);
+    let named = |first: usize| std::iter::successors(Some(first), |&i| Some(next_named[i]).filter(|&n| n != usize::MAX));
     let mut successor: Vec<Option<usize>> = vec![None; rows.len()];
     let mut has_predecessor = vec![false; rows.len()];
     for (i, p) in rows.iter().enumerate() {
@@ -247,16 +256,15 @@ pub fn build(input: Inputs<'_>) -> Recorded {
             continue;
         }
         let Some(f) = p.finished else { continue };
-        let next = by_name[&(&*p.namespace, p.pod.as_str())]
-            .iter()
-            .copied()
+        let next = named(first_named[&(&*p.namespace, p.pod.as_str())])
             .find(|&j| j != i && !has_predecessor[j] && rows[j].created >= f && rows[j].created <= f + SUCCESSOR_WITHIN_MS);
         if let Some(j) = next {
             successor[i] = Some(j);
             has_predecessor[j] = true;
         }
     }
-    let mut jobs = Vec::new();
+    drop((first_named, next_named));
+    let mut jobs = Vec::with_capacity(rows.len() - has_predecessor.iter().filter(|&&h| h).count());
     let mut chained = 0usize;
     for start in 0..rows.len() {
         if has_predecessor[start] {
@@ -297,7 +305,7 @@ pub fn build(input: Inputs<'_>) -> Recorded {
             created: head.created,
             delays,
             run,
-            end_reason: last.reason.as_deref().map(String::from),
+            end_reason: last.reason.clone(),
             carried,
         });
     }

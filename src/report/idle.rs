@@ -15,7 +15,7 @@ use datafusion::common::ScalarValue;
 use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
-use super::columns::{decimals, ints, millis, money_from_us, rfc3339, strs, window_params};
+use super::columns::{decimals, ints, millis, money_from_us, rfc3339, strs, texts, window_params};
 use crate::domain::money::round_ratio;
 use super::render::{Cell, Report};
 use crate::lake::passes::idle_runs::{self, IdleRule};
@@ -63,6 +63,14 @@ struct PodIdle {
     cost: i128,
 }
 
+impl PodIdle {
+    /// A data-starved job: its utilisation keeps dropping to idle and back.
+    fn starved(&self) -> bool {
+        let share = if self.steps > 0 { self.idle_steps as i128 * 100 / self.steps as i128 } else { 0 };
+        self.steps >= STARVED_MIN_STEPS && self.drops >= STARVED_MIN_DROPS && share >= STARVED_IDLE_PCT.0 && share <= STARVED_IDLE_PCT.1
+    }
+}
+
 /// `queries/idle_pods.sql` over the tables of one streaming pass (`idle_runs`).
 pub async fn pod_idle(ctx: &SessionContext, queries: &Queries, window: &Window, rule: IdleRule, params: Vec<ScalarValue>) -> Result<Vec<RecordBatch>> {
     const R: &str = "idle_pods";
@@ -97,25 +105,40 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
 
     let rule = IdleRule { util_threshold_pct: config.idle.util_threshold_pct, min_secs: config.idle.min_minutes as i64 * 60 };
     let pod_rows = pod_idle(ctx, queries, window, rule, params.clone()).await?;
+    // A month of 10,000 GPUs has over a million pods: each row is summed into its namespace,
+    // and only the pods a section lists (idle at all, or starved) are kept.
     let mut pods = Vec::new();
+    let mut by_ns: BTreeMap<String, (i64, i64, i128)> = BTreeMap::new();
     for b in &pod_rows {
         let r = "idle_pods";
-        let (ns, pod, model) = (strs(r, b, "namespace")?, strs(r, b, "pod")?, strs(r, b, "gpu_model")?);
+        let (ns, pod, model) = (texts(r, b, "namespace")?, texts(r, b, "pod")?, texts(r, b, "gpu_model")?);
         let (held, steps, idle_steps, drops, idle, runs) = (ints(r, b, "held_gpu_us")?, ints(r, b, "steps")?, ints(r, b, "idle_steps")?, ints(r, b, "drops")?, ints(r, b, "idle_gpu_us")?, ints(r, b, "idle_runs")?);
         let cost = decimals(r, b, "idle_cost_us")?;
+        let text = |a: &arrow::array::StringArray, i: usize| if arrow::array::Array::is_valid(a, i) { a.value(i).to_string() } else { String::new() };
         for i in 0..b.num_rows() {
-            pods.push(PodIdle {
-                ns: ns[i].clone().unwrap_or_default(),
-                pod: pod[i].clone().unwrap_or_default(),
-                model: model[i].clone().unwrap_or_default(),
-                held: held[i].unwrap_or(0),
+            let (held, idle, cost) = (held[i].unwrap_or(0), idle[i].unwrap_or(0), money_from_us(cost[i]));
+            let namespace = if arrow::array::Array::is_valid(&ns, i) { ns.value(i) } else { "" };
+            match by_ns.get_mut(namespace) {
+                Some(e) => *e = (e.0 + idle, e.1 + held, e.2 + cost),
+                None => {
+                    by_ns.insert(namespace.to_string(), (idle, held, cost));
+                }
+            }
+            let p = PodIdle {
+                ns: String::new(),
+                pod: String::new(),
+                model: String::new(),
+                held,
                 steps: steps[i].unwrap_or(0),
                 idle_steps: idle_steps[i].unwrap_or(0),
                 drops: drops[i].unwrap_or(0),
-                idle: idle[i].unwrap_or(0),
+                idle,
                 runs: runs[i].unwrap_or(0),
-                cost: money_from_us(cost[i]),
-            });
+                cost,
+            };
+            if p.idle > 0 || p.starved() {
+                pods.push(PodIdle { ns: text(&ns, i), pod: text(&pod, i), model: text(&model, i), ..p });
+            }
         }
     }
 
@@ -138,15 +161,8 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
         meta: Map::new(),
     };
 
-    let mut by_ns: BTreeMap<&str, (i64, i64, i128)> = BTreeMap::new();
-    for p in &pods {
-        let e = by_ns.entry(p.ns.as_str()).or_default();
-        e.0 += p.idle;
-        e.1 += p.held;
-        e.2 += p.cost;
-    }
-    let mut ns_rows: Vec<(&str, (i64, i64, i128))> = by_ns.into_iter().collect();
-    ns_rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+    let mut ns_rows: Vec<(String, (i64, i64, i128))> = by_ns.into_iter().collect();
+    ns_rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
     let namespaces = Report {
         name: "idle_namespaces".into(),
         title: format!("Allocated but idle GPU time per namespace {label}"),
@@ -219,13 +235,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
         meta: Map::new(),
     };
 
-    let mut starved: Vec<&PodIdle> = pods
-        .iter()
-        .filter(|p| {
-            let share = if p.steps > 0 { p.idle_steps as i128 * 100 / p.steps as i128 } else { 0 };
-            p.steps >= STARVED_MIN_STEPS && p.drops >= STARVED_MIN_DROPS && share >= STARVED_IDLE_PCT.0 && share <= STARVED_IDLE_PCT.1
-        })
-        .collect();
+    let mut starved: Vec<&PodIdle> = pods.iter().filter(|p| p.starved()).collect();
     starved.sort_by(|a, b| (b.idle_steps * 1000 / b.steps.max(1)).cmp(&(a.idle_steps * 1000 / a.steps.max(1))).then(a.ns.cmp(&b.ns)).then(a.pod.cmp(&b.pod)));
     let starved = Report {
         name: "idle_starved".into(),
