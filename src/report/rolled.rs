@@ -4,9 +4,10 @@
 //! `namespace_gpus`). The sums are exact integers per bucket, so a report summed from them
 //! equals one summed over the rows; a window cut inside a bucket reads that day's rows.
 //!
-//! On the local engine the table is a set of streams, a day at a time, read as the query runs:
-//! a month of 10,000 GPUs' unit buckets never sits in memory at once. On Ballista the sums are
-//! gathered and registered as a table its executors can read.
+//! On the local engine, where every day has a current rollup, the table is a set of streams, a
+//! day at a time, read as the query runs: a month of 10,000 GPUs' unit buckets never sits in
+//! memory at once. Otherwise (a day read from its samples, or Ballista, whose executors cannot
+//! run this process's streams) the sums are gathered once and registered as a table.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -53,6 +54,12 @@ pub async fn register<S: DaySums + 'static>(ctx: &SessionContext, report: &'stat
     let parts = tokio::task::spawn_blocking(move || day_parts(&listed, kind, &w))
         .await
         .map_err(|source| ReportError::PassStopped { report, pass: "the rollup pass", source })??;
+    // Streamed only when every day's rollup answers it (footers only): a day read from its
+    // samples would be read again by every query over the table (idle runs two).
+    let check = (lake.clone(), parts.clone());
+    let all_rolled = tokio::task::spawn_blocking(move || check.1.iter().all(|p| p.on_bucket_edges() && crate::lake::rollup::kinds_current(&check.0, &[kind], p.date, &p.source)))
+        .await
+        .map_err(|source| ReportError::PassStopped { report, pass: "the rollup pass", source })?;
     // Day i goes to stream i mod threads: the streams run side by side, each a day at a time.
     let streams: Vec<Arc<dyn PartitionStream>> = (0..threads)
         .map(|p| {
@@ -67,7 +74,7 @@ pub async fn register<S: DaySums + 'static>(ctx: &SessionContext, report: &'stat
             }) as Arc<dyn PartitionStream>
         })
         .collect();
-    if crate::engine::register_streams(ctx, kind.name(), kind.schema(), streams)? {
+    if all_rolled && crate::engine::register_streams(ctx, kind.name(), kind.schema(), streams)? {
         tracing::debug!("{report}: {} streamed from {} days", kind.name(), parts.len());
         return Ok(());
     }
