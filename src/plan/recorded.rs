@@ -227,14 +227,20 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     }
 
     // Jobs: a preempted pod and the successor its controller created are one job.
+    // A uid read more than once counts once, its last row: found by sorting row numbers by uid
+    // (a map of a million uids would cost more than the rows it keeps).
     let rows: Vec<&PodRow> = {
-        let mut seen = HashMap::new();
-        for (i, p) in pods.iter().enumerate() {
-            seen.insert(p.uid.as_str(), i);
+        let mut by_uid: Vec<u32> = (0..pods.len() as u32).collect();
+        by_uid.sort_unstable_by(|&a, &b| pods[a as usize].uid.cmp(&pods[b as usize].uid).then(a.cmp(&b)));
+        let mut keep: Vec<u32> = Vec::with_capacity(by_uid.len());
+        for (k, &i) in by_uid.iter().enumerate() {
+            if by_uid.get(k + 1).is_none_or(|&n| pods[n as usize].uid != pods[i as usize].uid) {
+                keep.push(i);
+            }
         }
-        let mut keep: Vec<usize> = seen.into_values().collect();
+        drop(by_uid);
         keep.sort_unstable();
-        keep.into_iter().map(|i| &pods[i]).collect()
+        keep.into_iter().map(|i| &pods[i as usize]).collect()
     };
     // The rows of each (namespace, name), in row order: the first per name, then a chain.
     let mut first_named: HashMap<(&str, &str), usize> = HashMap::with_capacity(rows.len());
