@@ -138,9 +138,9 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     if clusters.len() > 1 {
         return Err(PlanError::Clusters { window: label, clusters: clusters.into_iter().collect::<Vec<_>>().join(", ") });
     }
-    // The pods, a batch at a time as the query sorts them out (a month of 10,000 GPUs has over
+    // The pods, a batch at a time as the query returns them (a month of 10,000 GPUs has over
     // a million): each batch decoded and dropped, the labels that repeat (namespace, node,
-    // class, resource, reason) shared rather than copied per pod.
+    // class, resource, reason) shared rather than copied per pod; sorted here, once all are in.
     let mut pods = Vec::new();
     let mut labels = recorded::Labels::default();
     let (mut stream, _) = crate::engine::stream_query(ctx, "plan_pods", &queries.get("plan_pods")?, datafusion::common::ParamValues::List(params.clone().into_iter().map(Into::into).collect())).await?;
