@@ -419,7 +419,7 @@ fn footer_check(lake: &Lake, kind: Kind, date: NaiveDate, source_file: &Path) ->
 
 /// Whether the day's GPU buckets are current, from the footer alone (for `gpuledger check`).
 pub fn is_current(lake: &Lake, date: NaiveDate, samples_file: &Path) -> bool {
-    footer_check(lake, Kind::GpuBuckets, date, samples_file).is_ok()
+    kinds_current(lake, &[Kind::GpuBuckets], date, samples_file)
 }
 
 /// Whether the day's rollups of `kinds` are all current for `source_file` (footers only).
@@ -429,8 +429,7 @@ pub fn kinds_current(lake: &Lake, kinds: &[Kind], date: NaiveDate, source_file: 
 
 /// Whether every rollup of `table`'s day is current (for `gpuledger check`).
 pub fn all_current(lake: &Lake, table: Table, date: NaiveDate) -> bool {
-    let source = lake.partition_file(table, date);
-    Kind::of(table).into_iter().all(|k| footer_check(lake, k, date, &source).is_ok())
+    kinds_current(lake, &Kind::of(table), date, &lake.partition_file(table, date))
 }
 
 /// The completeness counts of a `gpu_samples` day, from its GPU buckets' footer where they are

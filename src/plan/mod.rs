@@ -143,7 +143,7 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     // class, resource, reason) shared rather than copied per pod; sorted here, once all are in.
     let mut pods = Vec::new();
     let mut labels = recorded::Labels::default();
-    let (mut stream, _) = crate::engine::stream_query(ctx, "plan_pods", &queries.get("plan_pods")?, datafusion::common::ParamValues::List(params.clone().into_iter().map(Into::into).collect())).await?;
+    let (mut stream, _) = crate::engine::stream_query(ctx, "plan_pods", &queries.get("plan_pods")?, datafusion::common::ParamValues::from(params.clone())).await?;
     while let Some(b) = futures::StreamExt::next(&mut stream).await {
         let b = b.map_err(|e| crate::engine::query_error(ctx, "plan_pods", e))?;
         let text = |name| crate::report::columns::texts(r, &b, name);

@@ -25,7 +25,7 @@ use super::columns::window_params;
 use super::{ReportError, Result};
 use crate::domain::window::Window;
 use crate::lake::day_sums::DaySums;
-use crate::lake::passes::rolled::{day_parts, day_sums, scan, DayPart};
+use crate::lake::passes::rolled::{day_parts, day_sums, scan_parts, DayPart};
 use crate::lake::Lake;
 use crate::lake::rollup::Kind;
 use crate::queries::Queries;
@@ -78,7 +78,7 @@ pub async fn register<S: DaySums + 'static>(ctx: &SessionContext, report: &'stat
         tracing::debug!("{report}: {} streamed from {} days", kind.name(), parts.len());
         return Ok(());
     }
-    let sums = tokio::task::spawn_blocking(move || scan::<S>(&lake, kind, &w, threads))
+    let sums = tokio::task::spawn_blocking(move || scan_parts::<S>(&lake, kind, &w, parts, threads))
         .await
         .map_err(|source| ReportError::PassStopped { report, pass: "the rollup pass", source })??;
     tracing::debug!("{report}: {} {} rows ({} days from rollups, samples read for {:?})", kind.name(), sums.batches.iter().map(|b| b.num_rows()).sum::<usize>(), sums.rollup_days, sums.scanned_days);

@@ -44,9 +44,14 @@ impl DayPart {
         self.from % BUCKET_MS == 0 && self.to % BUCKET_MS == 0
     }
 
-    fn whole_day(&self) -> bool {
+    /// A rollup batch of the day cut to this part.
+    fn cut(&self, batch: RecordBatch) -> RecordBatch {
         let day_ms = self.date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
-        self.from == day_ms && self.to == day_ms + DAY_MS
+        if self.from == day_ms && self.to == day_ms + DAY_MS {
+            batch
+        } else {
+            buckets_between(&batch, self.from, self.to)
+        }
     }
 }
 
@@ -68,10 +73,7 @@ pub fn day_parts(lake: &Lake, kind: Kind, window: &Window) -> Result<Vec<DayPart
 pub fn day_sums<S: DaySums>(lake: &Lake, kind: Kind, part: &DayPart) -> Result<(Vec<RecordBatch>, bool), BucketError> {
     if part.on_bucket_edges() {
         match rollup::read_kind(lake, kind, part.date, &part.source) {
-            Rollup::Current(batches) => {
-                let whole = part.whole_day();
-                return Ok((batches.into_iter().map(|b| if whole { b } else { buckets_between(&b, part.from, part.to) }).collect(), true));
-            }
+            Rollup::Current(batches) => return Ok((batches.into_iter().map(|b| part.cut(b)).collect(), true)),
             Rollup::Missing => {}
             Rollup::Stale(why) => tracing::warn!("not using the {} rollup of {}, reading its samples: {why}", kind.name(), part.date),
         }
@@ -83,12 +85,17 @@ pub fn day_sums<S: DaySums>(lake: &Lake, kind: Kind, part: &DayPart) -> Result<(
 
 /// Sums the rows of `kind`'s source table in `window` with `S`.
 pub fn scan<S: DaySums>(lake: &Lake, kind: Kind, window: &Window, threads: usize) -> Result<Sums, BucketError> {
+    scan_parts::<S>(lake, kind, window, day_parts(lake, kind, window)?, threads)
+}
+
+/// `scan` over the window's days as `day_parts` listed them.
+pub fn scan_parts<S: DaySums>(lake: &Lake, kind: Kind, window: &Window, parts: Vec<DayPart>, threads: usize) -> Result<Sums, BucketError> {
     let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
     let mut out = Sums { batches: Vec::new(), rows: 0, rollup_days: 0, scanned_days: Vec::new() };
     let mut raw: Vec<PathBuf> = Vec::new();
     // Days a rollup could answer.
     let mut candidates: Vec<DayPart> = Vec::new();
-    for part in day_parts(lake, kind, window)? {
+    for part in parts {
         if part.on_bucket_edges() {
             candidates.push(part);
         } else {
@@ -99,9 +106,8 @@ pub fn scan<S: DaySums>(lake: &Lake, kind: Kind, window: &Window, threads: usize
     for (part, rollup) in candidates.iter().zip(read_rollups(lake, kind, &candidates, threads)) {
         match rollup {
             Rollup::Current(batches) => {
-                let whole = part.whole_day();
                 for batch in batches {
-                    let batch = if whole { batch } else { buckets_between(&batch, part.from, part.to) };
+                    let batch = part.cut(batch);
                     out.rows += S::rows_of(&batch);
                     out.batches.push(batch);
                 }
