@@ -63,7 +63,22 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
+    /// Starts a scheduler and `executors` executors on free loopback ports. A port found free
+    /// can be taken by another process before ours binds it: a start that fails so is tried
+    /// again on new ports (three times in all).
     fn start(dir: &Path, env: &[(&str, String)], executors: usize) -> Option<Cluster> {
+        for attempt in 1..=3 {
+            let dir = dir.join(format!("start-{attempt}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            match Cluster::start_once(&dir, env, executors, attempt < 3)? {
+                Ok(cluster) => return Some(cluster),
+                Err(tails) => eprintln!("a Ballista port was taken while starting; again on new ports:\n{tails}"),
+            }
+        }
+        unreachable!("the last attempt panics instead of asking for another")
+    }
+
+    fn start_once(dir: &Path, env: &[(&str, String)], executors: usize, may_retry: bool) -> Option<Result<Cluster, String>> {
         let (scheduler, executor) = stock_binaries()?;
         let mut cluster = Cluster { children: Vec::new(), port: free_port(), logs: Vec::new(), work_dirs: Vec::new() };
         let spawn = |cluster: &mut Cluster, program: &Path, name: &str, args: Vec<String>| {
@@ -120,14 +135,18 @@ impl Cluster {
             while !http_ok(probe, "/readyz") {
                 for c in &mut cluster.children {
                     if let Ok(Some(status)) = c.try_wait() {
-                        panic!("a Ballista process exited ({status}) while starting:\n{}", cluster.log_tails());
+                        let tails = cluster.log_tails();
+                        if may_retry && tails.contains("Address already in use") {
+                            return Some(Err(tails));
+                        }
+                        panic!("a Ballista process exited ({status}) while starting:\n{tails}");
                     }
                 }
                 assert!(Instant::now() < deadline, "the Ballista executors did not become ready in 90 s:\n{}", cluster.log_tails());
                 std::thread::sleep(Duration::from_millis(200));
             }
         }
-        Some(cluster)
+        Some(Ok(cluster))
     }
 
     fn engine(&self) -> String {
