@@ -11,7 +11,8 @@
 -- carbon and utilisation are split in proportion to that time, per day; the rest stays
 -- unallocated. Those rows carry `request_based_gpu_us`. A node with no DCGM exporter at all
 -- has only rows of `__unmeasured__` (the GPU time kube-state-metrics says it had): the same
--- fallback gives it to the pods that ran there.
+-- fallback gives it to the pods that ran there. (The fallback's rows per namespace come as the
+-- table `chargeback_fallback`: `queries/chargeback_fallback.sql`, run before this query.)
 --
 -- On a node whose exporter reports pods, GPU time no sample covered (an exporter outage beyond
 -- the lookback) is `__unmeasured__`, except the part a pod bound there held: per node and day,
@@ -19,7 +20,8 @@
 -- claim on the node-day's unmeasured time (scaled down together where the claims exceed it);
 -- each unmeasured row (model, MIG profile) gives every claimant that fraction of its GPU time,
 -- energy and money, rounded down, and keeps the rest. Those rows carry `request_based_gpu_us`
--- too. A request counts whole GPUs, or a MIG instance's share of its GPU.
+-- too. A request counts whole GPUs, or a MIG instance's share of its GPU. (The claimed rows
+-- come as the table `chargeback_claimed`: `queries/chargeback_claimed.sql`, run before this.)
 --
 -- CPU and memory: cpu_request x running time and memory request x running time of every
 -- pod, priced piecewise by `cpu_prices` and `memory_prices` (empty tables: no charge); these
@@ -45,46 +47,9 @@ unmapped_day AS (
   JOIN unmapped u ON u.cluster = n.cluster AND u.node = n.node
   GROUP BY n.cluster, n.node, n.date
 ),
--- Requested GPU time on unmapped nodes, cut at price changes.
-requested AS (
-  SELECT
-    r.cluster, r.namespace, r.node, u.gpu_model, r.date,
-    CAST(r.gpu_request AS BIGINT) * 1000 * (
-        CAST(least(r.run_to, COALESCE(g.effective_to, r.run_to)) AS BIGINT)
-      - CAST(greatest(r.run_from, COALESCE(g.effective_from, r.run_from)) AS BIGINT)) AS gpu_us,
-    g.price_per_hour
-  FROM pod_run_days r
-  JOIN unmapped u ON u.cluster = r.cluster AND u.node = r.node
-  LEFT JOIN gpu_rates g
-    ON g.model = u.gpu_model AND g.mig_profile IS NULL
-   AND g.effective_from < r.run_to AND g.effective_to > r.run_from
-  WHERE r.gpu_request > 0 AND r.run_to > r.run_from
-),
-requested_day AS (
-  SELECT
-    q.cluster, q.namespace, q.node, q.gpu_model, q.date,
-    SUM(q.gpu_us)                                                                       AS gpu_us,
-    CAST(SUM(CAST(q.gpu_us AS DECIMAL(38, 0)) * COALESCE(q.price_per_hour, CAST(0 AS DECIMAL(18, 6)))) AS DECIMAL(38, 12)) AS gpu_cost_us,
-    SUM(CASE WHEN q.price_per_hour IS NULL THEN q.gpu_us ELSE 0 END)                    AS unpriced_gpu_us
-  FROM requested q
-  GROUP BY q.cluster, q.namespace, q.node, q.gpu_model, q.date
-),
--- Each namespace's part of its unmapped node's day: energy, power, carbon and utilisation by
--- its share of the node's GPU time that day.
+-- The fallback's rows per namespace (`queries/chargeback_fallback.sql`, run before this query).
 fallback AS (
-  SELECT
-    q.cluster, q.namespace, q.node, q.gpu_model, q.date,
-    q.gpu_us,
-    CAST(CAST(u.energy_mj AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT)   AS energy_mj,
-    CAST(CAST(u.util_gpu_us AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT) AS util_gpu_us,
-    CAST(CAST(u.util_known_gpu_us AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS BIGINT) AS util_known_gpu_us,
-    q.gpu_cost_us,
-    CAST(CAST(u.power_cost_mj AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12)) AS power_cost_mj,
-    CAST(CAST(u.carbon_mg AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12))     AS carbon_mg,
-    q.unpriced_gpu_us
-  FROM requested_day q
-  JOIN unmapped_day u ON u.cluster = q.cluster AND u.node = q.node AND u.date = q.date
-  WHERE u.gpu_us > 0
+  SELECT * FROM chargeback_fallback
 ),
 -- What the pods of an unmapped node did not take that day stays unallocated.
 fallback_rest AS (
@@ -102,72 +67,9 @@ fallback_rest AS (
   JOIN fallback f ON f.cluster = u.cluster AND f.node = u.node AND f.date = u.date
   GROUP BY u.cluster, u.node, u.date, u.gpu_us, u.energy_mj, u.util_gpu_us, u.util_known_gpu_us, u.gpu_cost_us, u.power_cost_mj, u.carbon_mg, u.unpriced_gpu_us
 ),
--- Nodes whose exporter reports pods, with their GPU model.
-mapped AS (
-  SELECT n.cluster, n.node, MAX(n.gpu_model) AS gpu_model
-  FROM grain n
-  GROUP BY n.cluster, n.node
-  HAVING SUM(CASE WHEN n.namespace <> '__unallocated__' AND n.namespace <> '__unmeasured__' THEN 1 ELSE 0 END) > 0
-),
--- Their unmeasured GPU time per day.
-unmeasured_day AS (
-  SELECT n.cluster, n.node, n.date, SUM(n.gpu_us) AS gpu_us
-  FROM grain n
-  JOIN mapped m ON m.cluster = n.cluster AND m.node = n.node
-  WHERE n.namespace = '__unmeasured__'
-  GROUP BY n.cluster, n.node, n.date
-  HAVING SUM(n.gpu_us) > 0
-),
--- What the samples measured per namespace on those node-days, and what its pods requested.
-measured_ns AS (
-  SELECT n.cluster, n.node, n.date, n.namespace, SUM(n.gpu_us) AS gpu_us
-  FROM grain n
-  JOIN unmeasured_day d ON d.cluster = n.cluster AND d.node = n.node AND d.date = n.date
-  WHERE n.namespace <> '__unallocated__' AND n.namespace <> '__unmeasured__'
-  GROUP BY n.cluster, n.node, n.date, n.namespace
-),
-requested_ns AS (
-  SELECT r.cluster, r.node, r.date, r.namespace,
-    SUM(CAST(r.gpu_request AS DOUBLE) * 1000 * CAST(CAST(r.run_to AS BIGINT) - CAST(r.run_from AS BIGINT) AS DOUBLE) *
-        CASE WHEN r.gpu_resource LIKE 'nvidia.com/mig-%'
-          THEN least(COALESCE(TRY_CAST(split_part(substr(r.gpu_resource, 16), 'g', 1) AS DOUBLE), 7.0)
-                     / CASE WHEN m.gpu_model LIKE '%A30%' THEN 4.0 ELSE 7.0 END, 1.0)
-          ELSE 1.0 END) AS gpu_us
-  FROM pod_run_days r
-  JOIN mapped m ON m.cluster = r.cluster AND m.node = r.node
-  JOIN unmeasured_day d ON d.cluster = r.cluster AND d.node = r.node AND d.date = r.date
-  WHERE r.gpu_request > 0 AND r.run_to > r.run_from
-  GROUP BY r.cluster, r.node, r.date, r.namespace
-),
-shortfall AS (
-  SELECT q.cluster, q.node, q.date, q.namespace, q.gpu_us - CAST(COALESCE(m.gpu_us, 0) AS DOUBLE) AS gpu_us
-  FROM requested_ns q
-  LEFT JOIN measured_ns m ON m.cluster = q.cluster AND m.node = q.node AND m.date = q.date AND m.namespace = q.namespace
-  WHERE q.gpu_us > CAST(COALESCE(m.gpu_us, 0) AS DOUBLE)
-),
--- Each claimant's fraction of its node-day's unmeasured time.
-claim AS (
-  SELECT s.cluster, s.node, s.date, s.namespace,
-    s.gpu_us / greatest(CAST(d.gpu_us AS DOUBLE), t.gpu_us) AS fraction
-  FROM shortfall s
-  JOIN (SELECT cluster, node, date, SUM(gpu_us) AS gpu_us FROM shortfall GROUP BY cluster, node, date) t
-    ON t.cluster = s.cluster AND t.node = s.node AND t.date = s.date
-  JOIN unmeasured_day d ON d.cluster = s.cluster AND d.node = s.node AND d.date = s.date
-),
--- The claimed part of every unmeasured row.
+-- The claimed part of every unmeasured row (`queries/chargeback_claimed.sql`, run before this query).
 claimed AS (
-  SELECT n.cluster, c.namespace, n.gpu_model, n.mig_profile, n.date,
-    CAST(floor(CAST(n.gpu_us AS DOUBLE) * c.fraction) AS BIGINT)                  AS gpu_us,
-    CAST(floor(CAST(n.energy_mj AS DOUBLE) * c.fraction) AS BIGINT)               AS energy_mj,
-    CAST(floor(CAST(n.util_gpu_us AS DOUBLE) * c.fraction) AS BIGINT)             AS util_gpu_us,
-    CAST(floor(CAST(n.util_known_gpu_us AS DOUBLE) * c.fraction) AS BIGINT)       AS util_known_gpu_us,
-    CAST(CAST(n.gpu_cost_us AS DOUBLE) * c.fraction AS DECIMAL(38, 12))           AS gpu_cost_us,
-    CAST(CAST(n.power_cost_mj AS DOUBLE) * c.fraction AS DECIMAL(38, 12))         AS power_cost_mj,
-    CAST(CAST(n.carbon_mg AS DOUBLE) * c.fraction AS DECIMAL(38, 12))             AS carbon_mg,
-    CAST(floor(CAST(n.unpriced_gpu_us AS DOUBLE) * c.fraction) AS BIGINT)         AS unpriced_gpu_us
-  FROM grain n
-  JOIN claim c ON c.cluster = n.cluster AND c.node = n.node AND c.date = n.date
-  WHERE n.namespace = '__unmeasured__'
+  SELECT * FROM chargeback_claimed
 ),
 -- CPU core-microseconds and memory GiB-microseconds requested, cut at price changes.
 cpu AS (

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback_grain", include_str!("../queries/chargeback_grain.sql")),
     ("pod_run_days", include_str!("../queries/pod_run_days.sql")),
+    ("chargeback_fallback", include_str!("../queries/chargeback_fallback.sql")),
+    ("chargeback_claimed", include_str!("../queries/chargeback_claimed.sql")),
     ("chargeback", include_str!("../queries/chargeback.sql")),
     ("namespace_owners", include_str!("../queries/namespace_owners.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),

@@ -10,7 +10,7 @@ mod run;
 mod session;
 
 pub use register::{register_batches, register_streams, register_view};
-pub use run::{query_error, run_query, run_query_schema, run_query_with, str_param, stream_query, timeout_error, ts_param};
+pub use run::{query_error, run_query, run_query_schema, run_query_with, str_param, QueryTask, stream_query, timeout_error, ts_param};
 pub use session::{session_cluster, session_lake, session_result_limits, SessionBuilder};
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +49,8 @@ pub enum EngineError {
     StrayFiles { table: &'static str, files: String },
     #[error("query {query}: no result after {secs} s on {engine} (engine.query_timeout_secs){hint}")]
     Timeout { query: String, secs: u64, engine: String, hint: &'static str },
+    #[error("query {query}: its task stopped before it finished: {source}")]
+    Stopped { query: String, source: tokio::task::JoinError },
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

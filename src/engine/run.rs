@@ -86,13 +86,23 @@ pub fn timeout_error(ctx: &SessionContext, name: &str) -> EngineError {
     }
 }
 
-/// `df.collect()`, failing with `EngineError::Timeout` past the session's query time limit.
+/// `df.collect()` (planned, then run), failing with `EngineError::Timeout` past the session's
+/// query time limit. The planning time is logged: on small inputs it can be most of a query's.
 async fn collect_within_limit(ctx: &SessionContext, name: &str, df: datafusion::dataframe::DataFrame) -> Result<Vec<RecordBatch>> {
     let q_err = |source: DataFusionError| query_error(ctx, name, source);
-    let Some(limit) = ctx.state().config().get_extension::<QueryLimit>() else {
-        return df.collect().await.map_err(q_err);
+    let run = async {
+        let started = std::time::Instant::now();
+        let (mut state, logical) = df.into_parts();
+        if let Ok(v) = std::env::var("XTP") { if name == "chargeback" { state.config_mut().options_mut().execution.target_partitions = v.parse().unwrap(); } }
+        if let Ok(v) = std::env::var("XSTAT") { if name == "chargeback" { state.config_mut().options_mut().execution.collect_statistics = v == "1"; } }
+        let plan = state.create_physical_plan(&logical).await?;
+        tracing::debug!("query {name}: planned in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+        datafusion::physical_plan::collect(plan, Arc::new(datafusion::execution::TaskContext::from(&state))).await
     };
-    match tokio::time::timeout(limit.timeout, df.collect()).await {
+    let Some(limit) = ctx.state().config().get_extension::<QueryLimit>() else {
+        return run.await.map_err(q_err);
+    };
+    match tokio::time::timeout(limit.timeout, run).await {
         Ok(result) => result.map_err(q_err),
         Err(_) => Err(timeout_error(ctx, name)),
     }
@@ -124,4 +134,35 @@ pub fn ts_param(ms: i64) -> ScalarValue {
 
 pub fn str_param(s: impl Into<String>) -> ScalarValue {
     ScalarValue::Utf8(Some(s.into()))
+}
+
+/// A query on a task of its own, over a clone of the session (which shares its tables), for
+/// queries that do not wait on each other: on two cores one is planned while another runs.
+/// Dropped before it is joined (its caller failed first), it is cancelled.
+pub struct QueryTask {
+    name: String,
+    task: tokio::task::JoinHandle<Result<(SchemaRef, Vec<RecordBatch>)>>,
+}
+
+impl QueryTask {
+    /// Starts `run_query_schema(ctx, name, sql, params)` now.
+    pub fn spawn(ctx: &SessionContext, name: &str, sql: String, params: Vec<ScalarValue>) -> Self {
+        let (ctx, query) = (ctx.clone(), name.to_string());
+        let task = tokio::spawn(async move { run_query_schema(&ctx, &query, &sql, params).await });
+        QueryTask { name: name.to_string(), task }
+    }
+
+    /// The query's schema and batches, once it has run.
+    pub async fn join(mut self) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        match (&mut self.task).await {
+            Ok(result) => result,
+            Err(source) => Err(EngineError::Stopped { query: std::mem::take(&mut self.name), source }),
+        }
+    }
+}
+
+impl Drop for QueryTask {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

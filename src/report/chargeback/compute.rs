@@ -7,7 +7,7 @@ use datafusion::prelude::SessionContext;
 
 use super::*;
 use crate::domain::window::Window;
-use crate::engine::run_query;
+use crate::engine::{run_query, QueryTask};
 use crate::queries::Queries;
 use crate::report::columns::{decimals, ints, strs, window_params};
 use crate::report::{ReportError, Result};
@@ -64,6 +64,11 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     // day, so the batches only add up); step 2 reads the (small) priced result as a table.
     let t = std::time::Instant::now();
     let lake = crate::engine::session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan"))?;
+    // The queries that do not read step 1's result run beside it, each on a task of its own:
+    // on two cores they are planned while step 1 reads and prices.
+    let runs_task = QueryTask::spawn(ctx, "pod_run_days", queries.get("pod_run_days")?, window_params(window));
+    let owners_task = QueryTask::spawn(ctx, "namespace_owners", queries.get("namespace_owners")?, vec![]);
+    let gpus_task = QueryTask::spawn(ctx, "cluster_gpus", queries.get("cluster_gpus")?, window_params(window));
     let threads = ctx.state().config().target_partitions();
     let mut schema = None;
     let mut grain = Vec::new();
@@ -113,12 +118,19 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     tracing::debug!("chargeback_grain: {} rows in {:.2}s", grain_rows, t.elapsed().as_secs_f64());
     let t = std::time::Instant::now();
     // The pods' running time per day, read three times by the detail SQL: computed once.
-    let (s, runs) = crate::engine::run_query_schema(ctx, "pod_run_days", &queries.get("pod_run_days")?, window_params(window)).await?;
+    let (s, runs) = runs_task.join().await?;
     crate::engine::register_batches(ctx, POD_RUN_DAYS, s, vec![runs])?;
+    // The fallback's and the claims' rows (both usually none), side by side, then the detail.
+    let parts = STEP2_PARTS.map(|name| queries.get(name).map(|sql| QueryTask::spawn(ctx, name, sql, window_params(window))));
+    for (name, task) in STEP2_PARTS.into_iter().zip(parts) {
+        let (s, rows) = task?.join().await?;
+        crate::engine::register_batches(ctx, name, s, vec![rows])?;
+    }
     let batches = run_query(ctx, R, &queries.get(R)?, window_params(window)).await;
     tracing::debug!("chargeback: detail rows in {:.2}s", t.elapsed().as_secs_f64());
-    let _ = ctx.deregister_table("chargeback_grain");
-    let _ = ctx.deregister_table(POD_RUN_DAYS);
+    for table in ["chargeback_grain", POD_RUN_DAYS].into_iter().chain(STEP2_PARTS) {
+        let _ = ctx.deregister_table(table);
+    }
     let mut detail = Vec::new();
     for b in &batches? {
         let (ns, model, profile, date) = (strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, strs(R, b, "date")?);
@@ -160,7 +172,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     detail.sort_by(|a, b| (&a.cluster, &a.namespace, &a.gpu_model, &a.mig_profile, &a.date).cmp(&(&b.cluster, &b.namespace, &b.gpu_model, &b.mig_profile, &b.date)));
 
     let mut owners = BTreeMap::new();
-    for b in &run_query(ctx, "namespace_owners", &queries.get("namespace_owners")?, vec![]).await? {
+    for b in &owners_task.join().await?.1 {
         let (ns, team, cc) = (strs(R, b, "namespace")?, strs(R, b, "team")?, strs(R, b, "cost_centre")?);
         for i in 0..b.num_rows() {
             if let Some(ns) = ns[i].clone() {
@@ -169,7 +181,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         }
     }
 
-    let gpus = run_query(ctx, "cluster_gpus", &queries.get("cluster_gpus")?, window_params(window)).await?;
+    let gpus = gpus_task.join().await?.1;
     let g = gpus.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_gpus returned no row"))?;
     let cluster_gpus = ints("cluster_gpus", g, "gpus")?[0].unwrap_or(0);
     Ok(Chargeback {
