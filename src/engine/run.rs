@@ -92,9 +92,7 @@ async fn collect_within_limit(ctx: &SessionContext, name: &str, df: datafusion::
     let q_err = |source: DataFusionError| query_error(ctx, name, source);
     let run = async {
         let started = std::time::Instant::now();
-        let (mut state, logical) = df.into_parts();
-        if let Ok(v) = std::env::var("XTP") { if name == "chargeback" { state.config_mut().options_mut().execution.target_partitions = v.parse().unwrap(); } }
-        if let Ok(v) = std::env::var("XSTAT") { if name == "chargeback" { state.config_mut().options_mut().execution.collect_statistics = v == "1"; } }
+        let (state, logical) = df.into_parts();
         let plan = state.create_physical_plan(&logical).await?;
         tracing::debug!("query {name}: planned in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
         datafusion::physical_plan::collect(plan, Arc::new(datafusion::execution::TaskContext::from(&state))).await
