@@ -149,9 +149,9 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
         let result = match queries.get(name) {
             Ok(sql) => {
                 let planned = ctx.state().create_logical_plan(&sql).await;
-                // Step 1 of the chargeback (and the pods' run days) are tables for step 2:
-                // register their (empty) results.
-                if *name == "chargeback_grain" || *name == "pod_run_days" {
+                // The chargeback's first queries are tables for its later ones: register their
+                // (empty) results.
+                if crate::report::chargeback::STAGED.contains(name) {
                     if let Ok(plan) = &planned {
                         let schema = std::sync::Arc::new(plan.schema().as_arrow().clone());
                         if let Ok(t) = datafusion::datasource::MemTable::try_new(schema, vec![vec![]]) {

@@ -35,4 +35,7 @@ pub const POD_RUN_DAYS: &str = "pod_run_days";
 /// name for `queries/chargeback.sql`: as CTEs there, DataFusion would plan each at every use
 /// (a plan of 443 operators, ~0.1 s to plan for ~0.02 s of work on a month of 1,024 GPUs).
 pub const STEP2_PARTS: [&str; 2] = ["chargeback_fallback", "chargeback_claimed"];
+/// The chargeback's queries whose results the later ones read as tables of the same name, in
+/// the order they run (`gpuledger check` plans each against the ones before).
+pub const STAGED: [&str; 4] = ["chargeback_grain", POD_RUN_DAYS, STEP2_PARTS[0], STEP2_PARTS[1]];
 pub const UNASSIGNED: &str = "__unassigned__";
