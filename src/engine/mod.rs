@@ -10,7 +10,7 @@ mod run;
 mod session;
 
 pub use register::{register_batches, register_streams, register_view};
-pub use run::{query_error, run_query, run_query_schema, run_query_with, str_param, QueryTask, stream_query, timeout_error, ts_param};
+pub use run::{query_error, run_query, run_query_schema, run_query_with, str_param, QueryTask, Spawned, stream_query, timeout_error, ts_param};
 pub use session::{session_cluster, session_lake, session_result_limits, SessionBuilder};
 
 #[derive(Debug, thiserror::Error)]

@@ -134,33 +134,45 @@ pub fn str_param(s: impl Into<String>) -> ScalarValue {
     ScalarValue::Utf8(Some(s.into()))
 }
 
+/// A task cancelled when its handle is dropped before it is joined (its caller failed first).
+pub struct Spawned<T>(tokio::task::JoinHandle<T>);
+
+impl<T: Send + 'static> Spawned<T> {
+    /// Starts `work` on the runtime now.
+    pub fn new(work: impl std::future::Future<Output = T> + Send + 'static) -> Self {
+        Spawned(tokio::spawn(work))
+    }
+
+    /// Its result, once it has finished.
+    pub async fn join(mut self) -> std::result::Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for Spawned<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A query on a task of its own, over a clone of the session (which shares its tables), for
 /// queries that do not wait on each other: on two cores one is planned while another runs.
-/// Dropped before it is joined (its caller failed first), it is cancelled.
 pub struct QueryTask {
     name: String,
-    task: tokio::task::JoinHandle<Result<(SchemaRef, Vec<RecordBatch>)>>,
+    task: Spawned<Result<(SchemaRef, Vec<RecordBatch>)>>,
 }
 
 impl QueryTask {
     /// Starts `run_query_schema(ctx, name, sql, params)` now.
     pub fn spawn(ctx: &SessionContext, name: &str, sql: String, params: Vec<ScalarValue>) -> Self {
         let (ctx, query) = (ctx.clone(), name.to_string());
-        let task = tokio::spawn(async move { run_query_schema(&ctx, &query, &sql, params).await });
+        let task = Spawned::new(async move { run_query_schema(&ctx, &query, &sql, params).await });
         QueryTask { name: name.to_string(), task }
     }
 
     /// The query's schema and batches, once it has run.
-    pub async fn join(mut self) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        match (&mut self.task).await {
-            Ok(result) => result,
-            Err(source) => Err(EngineError::Stopped { query: std::mem::take(&mut self.name), source }),
-        }
-    }
-}
-
-impl Drop for QueryTask {
-    fn drop(&mut self) {
-        self.task.abort();
+    pub async fn join(self) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let name = self.name;
+        self.task.join().await.unwrap_or_else(|source| Err(EngineError::Stopped { query: name, source }))
     }
 }

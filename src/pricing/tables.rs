@@ -139,7 +139,10 @@ fn price_spans(config: &Config) -> Vec<PriceSpan<'_>> {
 ///
 /// The join is `r.model = x.gpu_model AND x.ts in [effective_from, effective_to) AND
 /// (r.mig_profile = x.mig_profile OR (r.mig_profile IS NULL AND strpos(r.own_price_profiles,
-/// concat(',', x.mig_profile, ',')) = 0))`: at most one row matches.
+/// concat(',', x.mig_profile, ',')) = 0))`: at most one row matches. Since a profile has its
+/// own row over a date exactly when the whole-GPU row of that date lists it, the same rate is
+/// the profile's own row where one matches, else the whole-GPU row: two equality joins, as
+/// `queries/chargeback_grain.sql` finds it.
 fn gpu_rates(config: &Config) -> Result<RecordBatch> {
     let spans = price_spans(config);
     let mut rows: Vec<(&str, Option<&str>, f64, f64, NaiveDate, NaiveDate, Option<String>)> = Vec::new();

@@ -235,7 +235,7 @@ pub async fn build_checked(
     window: &crate::domain::window::Window,
 ) -> Result<(Vec<Report>, Option<String>)> {
     let shared = Shared::default();
-    let verdict = if kind == ReportKind::Completeness {
+    let (mut sections, verdict) = if kind == ReportKind::Completeness {
         let sections = build_shared(kind, session, queries, config, window, &shared).await?;
         let verdict = shared.completeness(session, queries, config, window).await?.verdict(config.run.min_completeness_pct);
         (sections, verdict)
@@ -243,32 +243,16 @@ pub async fn build_checked(
         // The completeness (the verdict) is measured on a task of its own beside the report.
         let measured = {
             let (session, queries, config, window) = (session.clone(), queries.clone(), config.clone(), *window);
-            AbortOnDrop(tokio::spawn(async move { Shared::default().completeness(&session, &queries, &config, &window).await }))
+            crate::engine::Spawned::new(async move { Shared::default().completeness(&session, &queries, &config, &window).await })
         };
         let sections = build_shared(kind, session, queries, config, window, &shared).await?;
         let completeness = measured.join().await.map_err(|source| ReportError::PassStopped { report: "completeness", pass: "its measure", source })??;
         (sections, completeness.verdict(config.run.min_completeness_pct))
     };
-    let (mut sections, verdict) = verdict;
     if let Some(reason) = &verdict {
         sections.iter_mut().for_each(|s| s.mark_incomplete(reason));
     }
     Ok((sections, verdict))
-}
-
-/// A task cancelled when its handle is dropped unjoined (its caller failed first).
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> AbortOnDrop<T> {
-    async fn join(mut self) -> std::result::Result<T, tokio::task::JoinError> {
-        (&mut self.0).await
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Several sections in one stream: tables and Markdown one after another, CSV separated by a
