@@ -162,7 +162,7 @@ mod tests {
 
 /// Hands memory the process has freed back to the system (glibc keeps it in its arenas, so a
 /// large phase's peak would stay the process's size for the phases after it). For the plan,
-/// between reading a month of pods and replaying it.
+/// between reading a month of pods and replaying it, and for `run`, between its reports.
 pub fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of the arenas to the kernel.

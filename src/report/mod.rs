@@ -259,7 +259,7 @@ pub async fn build_checked(
 /// blank line, JSON as an array. Parquet holds one table: several need a folder.
 pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
     if format == Format::Xlsx {
-        return Report::workbook(reports);
+        return Report::workbook(&reports.iter().collect::<Vec<_>>());
     }
     if reports.len() == 1 {
         return reports[0].render(format);
@@ -320,6 +320,9 @@ pub async fn write_month(
         }
         tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
         sections.extend(built);
+        // What the report's queries freed goes back to the system before the next one, so the
+        // close's peak is its largest report's, not the sum of the heaps they leave behind.
+        crate::limits::release_freed_memory();
     }
     for mut r in extra {
         if let Some(reason) = &incomplete {
@@ -331,7 +334,7 @@ pub async fn write_month(
     // The month as one workbook, a worksheet per section, for finance: the summary first.
     let book = format!("gpuledger-{}.xlsx", window.label());
     let is_summary = |r: &&Report| r.name == summary::R || r.name == summary::TEAMS;
-    let in_book: Vec<Report> = sections.iter().filter(is_summary).chain(sections.iter().filter(|r| !is_summary(r))).cloned().collect();
+    let in_book: Vec<&Report> = sections.iter().filter(is_summary).chain(sections.iter().filter(|r| !is_summary(r))).collect();
     write_atomic(&dir.join(&book), &Report::workbook(&in_book)?)?;
     files.push(book);
     let pool = html::pool_days(session, queries, window).await?;

@@ -77,12 +77,12 @@ impl Report {
 
     /// `reports` as one Excel workbook, a worksheet each (named after the report; a repeated
     /// name gets a number).
-    pub fn workbook(reports: &[Report]) -> Result<Vec<u8>> {
-        let mut parts = Vec::new();
-        for r in reports {
-            parts.push((r.to_batch()?, r.frame()?));
-        }
+    pub fn workbook(reports: &[&Report]) -> Result<Vec<u8>> {
+        let report = reports.first().map_or_else(String::new, |r| r.name.clone());
+        let err = |source| ReportError::Render { report: report.clone(), format: "xlsx", source };
+        let mut book = crate::render::xlsx::Book::new().map_err(err)?;
         let mut names: Vec<String> = Vec::new();
+        // A sheet's rows as a batch only while that sheet is written.
         for r in reports {
             let mut name = r.name.clone();
             let mut n = 2;
@@ -90,15 +90,11 @@ impl Report {
                 name = format!("{}-{n}", r.name);
                 n += 1;
             }
+            let (batch, frame) = (r.to_batch()?, r.frame()?);
+            book.add(&crate::render::xlsx::Sheet { name: &name, schema: batch.schema_ref(), batches: std::slice::from_ref(&batch), frame: &frame }).map_err(err)?;
             names.push(name);
         }
-        let sheets: Vec<crate::render::xlsx::Sheet> = parts
-            .iter()
-            .zip(&names)
-            .map(|((batch, frame), name)| crate::render::xlsx::Sheet { name, schema: batch.schema_ref(), batches: std::slice::from_ref(batch), frame })
-            .collect();
-        let report = reports.first().map_or_else(String::new, |r| r.name.clone());
-        crate::render::xlsx::workbook(&sheets).map_err(|source| ReportError::Render { report, format: "xlsx", source })
+        book.finish().map_err(err)
     }
 
     /// What the formats show besides the rows: the title, the total row, the notes, the JSON
