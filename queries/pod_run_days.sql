@@ -30,4 +30,7 @@ SELECT
   greatest(r.run_from, d.day_start) AS run_from,
   least(r.run_to, d.day_end)        AS run_to
 FROM runs r
-JOIN calendar d ON d.day_start < r.run_to AND d.day_end > r.run_from
+-- Only the window's days can meet a run (every run lies in [$1, $2)): the calendar spans the
+-- whole lake, and this join compares every run with every day it holds.
+JOIN (SELECT * FROM calendar WHERE day_start < $2 AND day_end > $1) d
+  ON d.day_start < r.run_to AND d.day_end > r.run_from
