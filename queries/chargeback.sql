@@ -11,8 +11,9 @@
 -- carbon and utilisation are split in proportion to that time, per day; the rest stays
 -- unallocated. Those rows carry `request_based_gpu_us`. A node with no DCGM exporter at all
 -- has only rows of `__unmeasured__` (the GPU time kube-state-metrics says it had): the same
--- fallback gives it to the pods that ran there. (The fallback's rows per namespace come as the
--- table `chargeback_fallback`: `queries/chargeback_fallback.sql`, run before this query.)
+-- fallback gives it to the pods that ran there. (The fallback's rows per namespace, and the
+-- unallocated rest of each node-day, marked `unallocated_rest`, come as the table
+-- `chargeback_fallback`: `queries/chargeback_fallback.sql`, run before this query.)
 --
 -- On a node whose exporter reports pods, GPU time no sample covered (an exporter outage beyond
 -- the lookback) is `__unmeasured__`, except the part a pod bound there held: per node and day,
@@ -30,42 +31,9 @@
 WITH grain AS (
   SELECT * FROM chargeback_grain
 ),
--- Nodes with no pod on any DCGM row in the window, and their totals per day.
-unmapped AS (
-  SELECT n.cluster, n.node, MAX(n.gpu_model) AS gpu_model
-  FROM grain n
-  GROUP BY n.cluster, n.node
-  HAVING SUM(CASE WHEN n.namespace <> '__unallocated__' AND n.namespace <> '__unmeasured__' THEN 1 ELSE 0 END) = 0
-),
-unmapped_day AS (
-  SELECT
-    n.cluster, n.node, n.date,
-    SUM(n.gpu_us) AS gpu_us, SUM(n.energy_mj) AS energy_mj, SUM(n.util_gpu_us) AS util_gpu_us, SUM(n.util_known_gpu_us) AS util_known_gpu_us,
-    SUM(n.gpu_cost_us) AS gpu_cost_us, SUM(n.power_cost_mj) AS power_cost_mj, SUM(n.carbon_mg) AS carbon_mg,
-    SUM(n.unpriced_gpu_us) AS unpriced_gpu_us
-  FROM grain n
-  JOIN unmapped u ON u.cluster = n.cluster AND u.node = n.node
-  GROUP BY n.cluster, n.node, n.date
-),
 -- The fallback's rows per namespace (`queries/chargeback_fallback.sql`, run before this query).
 fallback AS (
-  SELECT * FROM chargeback_fallback
-),
--- What the pods of an unmapped node did not take that day stays unallocated.
-fallback_rest AS (
-  SELECT
-    u.cluster, u.node, u.date,
-    u.gpu_us - COALESCE(SUM(f.gpu_us), 0)                                          AS gpu_us,
-    u.energy_mj - COALESCE(SUM(f.energy_mj), 0)                                    AS energy_mj,
-    u.util_gpu_us - COALESCE(SUM(f.util_gpu_us), 0)                                AS util_gpu_us,
-    u.util_known_gpu_us - COALESCE(SUM(f.util_known_gpu_us), 0)                    AS util_known_gpu_us,
-    u.gpu_cost_us - COALESCE(SUM(f.gpu_cost_us), CAST(0 AS DECIMAL(38, 12)))       AS gpu_cost_us,
-    u.power_cost_mj - COALESCE(SUM(f.power_cost_mj), CAST(0 AS DECIMAL(38, 12)))   AS power_cost_mj,
-    u.carbon_mg - COALESCE(SUM(f.carbon_mg), CAST(0 AS DECIMAL(38, 12)))           AS carbon_mg,
-    greatest(u.unpriced_gpu_us - COALESCE(SUM(f.unpriced_gpu_us), 0), 0)          AS unpriced_gpu_us
-  FROM unmapped_day u
-  JOIN fallback f ON f.cluster = u.cluster AND f.node = u.node AND f.date = u.date
-  GROUP BY u.cluster, u.node, u.date, u.gpu_us, u.energy_mj, u.util_gpu_us, u.util_known_gpu_us, u.gpu_cost_us, u.power_cost_mj, u.carbon_mg, u.unpriced_gpu_us
+  SELECT * FROM chargeback_fallback WHERE NOT unallocated_rest
 ),
 -- The claimed part of every unmeasured row (`queries/chargeback_claimed.sql`, run before this query).
 claimed AS (
@@ -120,11 +88,12 @@ parts AS (
          CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12))
   FROM fallback f
   UNION ALL
-  SELECT r.cluster, '__unallocated__', u.gpu_model, CAST(NULL AS VARCHAR), r.date, 1, 1,
+  -- What the pods of an unmapped node did not take that day stays unallocated.
+  SELECT r.cluster, r.namespace, r.gpu_model, CAST(NULL AS VARCHAR), r.date, 1, 1,
          r.gpu_us, r.energy_mj, r.util_gpu_us, r.util_known_gpu_us, r.gpu_cost_us, r.power_cost_mj, r.carbon_mg, r.unpriced_gpu_us,
          CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12)), CAST(0 AS BIGINT), CAST(0 AS DECIMAL(38, 12))
-  FROM fallback_rest r
-  JOIN unmapped u ON u.cluster = r.cluster AND u.node = r.node
+  FROM chargeback_fallback r
+  WHERE r.unallocated_rest
   UNION ALL
   -- Unmeasured time a pod bound there held: the claimant's, request-based ...
   SELECT k.cluster, k.namespace, k.gpu_model, k.mig_profile, k.date, 1, 1,
