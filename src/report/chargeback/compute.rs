@@ -76,13 +76,29 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     let mut cluster = (0i64, 0i64, 0i64);
     let pieces = window.pieces(STEP1_DAYS);
     let only_cluster = crate::engine::session_cluster(ctx);
+    // Buckets a day's tariff prices alike are merged before pricing (`tariff_classes`), unless
+    // an override of the SQL that reads them might read the bucket itself.
+    let classes = if queries.is_overridden("chargeback_grain") || queries.is_overridden("cluster_totals") {
+        None
+    } else {
+        super::tariff_classes::TariffClasses::of_session(ctx).await.map(std::sync::Arc::new)
+    };
+    if let Some(c) = &classes {
+        tracing::debug!("step 1: buckets merged into {} tariff classes (day x tariff values) before pricing", c.classes);
+    }
     let mut gathered: Vec<arrow::array::RecordBatch> = Vec::new();
     let mut gathered_from = window.start;
     for (i, piece) in pieces.iter().enumerate() {
-        let (lake, scan_window) = (lake.clone(), *piece);
-        let buckets = tokio::task::spawn_blocking(move || crate::lake::passes::gpu_buckets::scan(&lake, &scan_window, threads))
-            .await
-            .map_err(|source| ReportError::PassStopped { report: R, pass: "the GPU row pass", source })??;
+        let (lake, scan_window, classes) = (lake.clone(), *piece, classes.clone());
+        let buckets = tokio::task::spawn_blocking(move || -> Result<_> {
+            let mut buckets = crate::lake::passes::gpu_buckets::scan(&lake, &scan_window, threads)?;
+            if let Some(classes) = classes {
+                buckets.batches = buckets.batches.iter().map(|b| classes.merge(b)).collect::<Result<_, _>>().map_err(|source| ReportError::Arrow { report: R, source })?;
+            }
+            Ok(buckets)
+        })
+        .await
+        .map_err(|source| ReportError::PassStopped { report: R, pass: "the GPU row pass", source })??;
         tracing::debug!(
             "gpu_buckets {}: {} rows into {} buckets ({} days from rollups, samples read for {:?}) at {:.2}s",
             piece.label(),

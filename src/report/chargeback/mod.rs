@@ -7,13 +7,14 @@
 //! MIG profile x day), which the by-model report and the FOCUS export use too, so all three
 //! agree to the unit.
 //!
-//! `model` holds the types, `compute` runs the queries (step 1 a week at a time), `allocate`
-//! spreads the idle and shared rows, `layout` turns the result into a report.
+//! `model` holds the types, `compute` runs the queries (step 1 a week at a time), `tariff_classes`
+//! merges step 1's buckets a day's tariff prices alike, `allocate` spreads the idle and shared rows, `layout` turns the result into a report.
 
 mod allocate;
 mod compute;
 mod layout;
 mod model;
+mod tariff_classes;
 
 pub use crate::domain::charge_by::ChargeBy;
 pub use crate::domain::units::{MJ_PER_KWH, UNALLOCATED, UNMEASURED, US_PER_HOUR};
