@@ -33,7 +33,11 @@ const PLACE_COLUMNS: [&str; 2] = ["bucket_start", "bucket_end"];
 /// Each tariff bucket's class: the first bucket of its UTC day with the same tariff values.
 #[derive(Debug, Default)]
 pub struct TariffClasses {
-    first_alike: HashMap<i64, i64>,
+    /// The first bucket of the grid.
+    from: i64,
+    /// Per bucket of the grid from `from` on, in order: the first bucket of its day priced
+    /// alike, or `None` where the tariff has no row for it.
+    first_alike: Vec<Option<i64>>,
     /// Distinct (day, values) classes.
     pub classes: usize,
 }
@@ -70,18 +74,23 @@ impl TariffClasses {
         if rows.windows(2).any(|w| w[0].0 == w[1].0) {
             return None;
         }
+        let from = rows.first().map_or(0, |r| r.0);
+        let slot = |bucket: i64| ((bucket - from) / BUCKET_MS) as usize;
         let mut first: HashMap<(i64, &str), i64> = HashMap::new();
-        let mut first_alike = HashMap::with_capacity(rows.len());
+        let mut first_alike = vec![None; rows.last().map_or(0, |r| slot(r.0) + 1)];
         for (bucket, class) in &rows {
             let rep = *first.entry((bucket.div_euclid(DAY_MS), class.as_str())).or_insert(*bucket);
-            first_alike.insert(*bucket, rep);
+            first_alike[slot(*bucket)] = Some(rep);
         }
-        Some(TariffClasses { first_alike, classes: first.len() })
+        Some(TariffClasses { from, first_alike, classes: first.len() })
     }
 
     /// The first bucket of `bucket`'s day priced like it (itself where the tariff has no row).
     fn class_of(&self, bucket: i64) -> i64 {
-        self.first_alike.get(&bucket).copied().unwrap_or(bucket)
+        if bucket < self.from || (bucket - self.from) % BUCKET_MS != 0 {
+            return bucket;
+        }
+        self.first_alike.get(((bucket - self.from) / BUCKET_MS) as usize).copied().flatten().unwrap_or(bucket)
     }
 
     /// The rows of `batch` (the `gpu_buckets` schema) with each bucket replaced by its class,
@@ -102,32 +111,30 @@ impl TariffClasses {
             .collect::<Result<_, _>>()?;
         let key_of = |k: &arrow::array::Int32Array, i: usize| if k.is_valid(i) { k.value(i) } else { -1 };
 
-        type Key = ([i32; 5], i64, u64, i32);
-        let mut index: HashMap<Key, usize> = HashMap::new();
         let mut firsts: Vec<u32> = Vec::new();
         let mut classes: Vec<i64> = Vec::new();
         let mut sums: Vec<[i64; 4]> = Vec::new();
-        // Rows come sorted by labels and bucket: a group's rows mostly follow one another.
-        let mut last: Option<(Key, usize)> = None;
+        // Rows come sorted by labels and then bucket, so a label set's rows of the day follow
+        // one another: its groups (a few: one per class, share and step) are searched while its
+        // rows last, and closed when the labels change. Rows out of that order only make more
+        // groups, which the SQL sums anyway.
+        let mut labels: Option<[i32; 5]> = None;
+        let mut open: Vec<(i64, u64, i32, usize)> = Vec::new();
         for i in 0..batch.num_rows() {
-            let class = self.class_of(bucket.value(i));
-            let key: Key = (
-                [key_of(&cluster, i), key_of(&ns, i), key_of(&node, i), key_of(&model, i), key_of(&profile, i)],
-                class,
-                share.value(i).to_bits(),
-                step.value(i),
-            );
-            let at = match last {
-                Some((k, at)) if k == key => at,
-                _ => {
-                    let at = *index.entry(key).or_insert_with(|| {
-                        firsts.push(i as u32);
-                        classes.push(class);
-                        sums.push([0; 4]);
-                        sums.len() - 1
-                    });
-                    last = Some((key, at));
-                    at
+            let row_labels = [key_of(&cluster, i), key_of(&ns, i), key_of(&node, i), key_of(&model, i), key_of(&profile, i)];
+            if labels != Some(row_labels) {
+                labels = Some(row_labels);
+                open.clear();
+            }
+            let (class, share_bits, step_s) = (self.class_of(bucket.value(i)), share.value(i).to_bits(), step.value(i));
+            let at = match open.iter().find(|g| g.0 == class && g.1 == share_bits && g.2 == step_s) {
+                Some(g) => g.3,
+                None => {
+                    firsts.push(i as u32);
+                    classes.push(class);
+                    sums.push([0; 4]);
+                    open.push((class, share_bits, step_s, sums.len() - 1));
+                    sums.len() - 1
                 }
             };
             for (s, a) in sums[at].iter_mut().zip(&sums_in) {
@@ -247,6 +254,14 @@ mod tests {
         assert_eq!(vec![Some(1), Some(1), Some(1), None], ns.iter().collect::<Vec<_>>());
         // The totals a conservation line reads are unchanged.
         let total = |b: &RecordBatch, name: &str| b.column_by_name(name).unwrap().as_primitive::<Int64Type>().values().iter().sum::<i64>();
+        for name in ["n", "energy_mj", "util_gpu_us", "util_n"] {
+            assert_eq!(total(&batch, name), total(&m, name), "{name}");
+        }
+        // Out of label order (ns-a, none, ns-a, ...), rows still merge within each run, keep
+        // every sum, and only make more groups.
+        let shuffled = arrow::compute::take_record_batch(&batch, &UInt32Array::from(vec![0, 4, 2, 1, 5, 3])).unwrap();
+        let m = t.merge(&shuffled).unwrap();
+        assert_eq!(6, m.num_rows());
         for name in ["n", "energy_mj", "util_gpu_us", "util_n"] {
             assert_eq!(total(&batch, name), total(&m, name), "{name}");
         }
