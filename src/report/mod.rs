@@ -327,25 +327,31 @@ pub async fn write_month(
     // Measured first: its verdict goes into every file.
     let completeness = shared.completeness(session, queries, config, window).await.context("report completeness")?;
     let incomplete = completeness.verdict(config.run.min_completeness_pct);
-    // Sections by report, kept in `ReportKind::ALL`'s order for the workbook and the page.
-    let mut by_kind: Vec<(usize, Vec<Report>)> = Vec::new();
+    // Sections and files by report, kept in `ReportKind::ALL`'s order for the workbook, the page
+    // and the run's summary line, whatever order they were built in.
+    let mut by_kind: Vec<(usize, Vec<Report>, Vec<String>)> = Vec::new();
     for kind in BUILD_ORDER {
         let t = std::time::Instant::now();
         let mut built = build_shared(kind, session, queries, config, window, shared).await.with_context(|| format!("report {}", kind.name()))?;
+        let mut written = Vec::new();
         for r in &mut built {
             if let Some(reason) = &incomplete {
                 r.mark_incomplete(reason);
             }
-            files.extend(write_all_formats(r, dir)?);
+            written.extend(write_all_formats(r, dir)?);
         }
         tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
-        by_kind.push((ReportKind::ALL.iter().position(|k| *k == kind).unwrap_or(usize::MAX), built));
+        by_kind.push((ReportKind::ALL.iter().position(|k| *k == kind).unwrap_or(usize::MAX), built, written));
         // What the report's queries freed goes back to the system before the next one, so the
         // close's peak is its largest report's, not the sum of the heaps they leave behind.
         crate::limits::release_freed_memory();
     }
-    by_kind.sort_by_key(|(at, _)| *at);
-    let mut sections: Vec<Report> = by_kind.into_iter().flat_map(|(_, built)| built).collect();
+    by_kind.sort_by_key(|(at, _, _)| *at);
+    let mut sections: Vec<Report> = Vec::new();
+    for (_, built, written) in by_kind {
+        sections.extend(built);
+        files.extend(written);
+    }
     for mut r in extra {
         if let Some(reason) = &incomplete {
             r.mark_incomplete(reason);
