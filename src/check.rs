@@ -256,7 +256,39 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
         });
     }
     out.push(check_gpu_nodes(&client, cfg).await);
+    if let Some(f) = check_clusters(&client, cfg).await {
+        out.push(f);
+    }
     out
+}
+
+/// Where `prometheus.cluster_label` is unset: whether the DCGM series carry a cluster label
+/// (`collect::labels::CLUSTER_LABEL_CANDIDATES`) with several values, clusters a collect would
+/// read as one pool (and nodes of one name in two clusters as one node).
+async fn check_clusters(client: &PromClient, cfg: &PrometheusConfig) -> Option<Finding> {
+    if let Some(label) = cfg.cluster_label.as_deref() {
+        return Some(finding(Status::Ok, "clusters", format!("kept apart by label {label} (prometheus.cluster_label)")));
+    }
+    let selector = format!("{{__name__=~\"{}|{}\"}}", cfg.metrics.of(Field::Util), cfg.metrics.of(Field::EngineActive));
+    for label in crate::collect::labels::CLUSTER_LABEL_CANDIDATES {
+        let path = format!("/api/v1/label/{label}/values");
+        let Ok(v) = client.api(&path, &[("match[]", selector.as_str())]).await else { continue };
+        let values: Vec<&str> = v.as_array().map(|a| a.iter().filter_map(|x| x.as_str()).filter(|x| !x.is_empty()).collect()).unwrap_or_default();
+        if values.len() > 1 {
+            let shown: Vec<&str> = values.iter().take(10).copied().collect();
+            return Some(finding(
+                Status::Warn,
+                "clusters",
+                format!(
+                    "the DCGM series carry {label} with {} values ({}{}): a collect reads them as one pool. Set prometheus.cluster_label = \"{label}\"",
+                    values.len(),
+                    shown.join(", "),
+                    if values.len() > shown.len() { ", ..." } else { "" }
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// Whether every node kube-state-metrics reports GPUs on is one a DCGM series names: a node

@@ -196,6 +196,23 @@ pub struct SimulateArgs {
     /// labels half-way through the window (their series then carry exported_namespace/pod).
     #[arg(long, default_value_t = 0)]
     pub honor_labels_flip: usize,
+    /// One more L4 node that the cluster autoscaler adds at 06:00 UTC of the window's first day
+    /// and removes at 18:00 (it takes only pods that end before it goes).
+    #[arg(long)]
+    pub autoscale: bool,
+    /// The first whole GPU of the first node has its board replaced on the window's first day:
+    /// out 12:00-12:30 UTC (its node's capacity one GPU less), then a new board, a new UUID.
+    #[arg(long)]
+    pub replace_gpu: bool,
+    /// With --openmetrics: a rolling update of the dcgm-exporter DaemonSet from 09:00 UTC of the
+    /// window's first day: each node's exporter away 70 s, one node every 90 s, the new pod at
+    /// a new address (`instance`).
+    #[arg(long)]
+    pub exporter_rollout: bool,
+    /// With --openmetrics: the second node's exporter container restarts every this many hours
+    /// (40 s without a scrape each time); 0: never. The ledger lists them with the outages.
+    #[arg(long, default_value_t = 0)]
+    pub exporter_restart_hours: u32,
     /// The cluster this simulation is: every lake row's `cluster`, and with --openmetrics a
     /// `cluster` label on every series (as Thanos or Mimir holding several clusters label them;
     /// read with `prometheus.cluster_label = "cluster"`). Default: `default`, no label.

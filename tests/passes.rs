@@ -423,7 +423,22 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
             let counts = rollup::day_counts(&lake, day(d), &lake.partition_file(Table::GpuSamples, day(d))).expect("a current rollup with counts");
             assert_eq!(counts.of(Some("east")), counts.all);
             let c = counts.all;
-            format!("{}|{}|{}|{}|{}", day(d), c.gpu_rows, c.util_rows, c.units, c.step_s)
+            // The edges as the SQL's timestamps print.
+            let ts = |ms: i64| array_value_to_string(&arrow::array::TimestampMillisecondArray::from(vec![ms]).with_timezone("UTC"), 0).unwrap();
+            assert!(c.unit_steps >= c.gpu_rows && c.units_at_first > 0 && c.units_at_last > 0, "{c:?}");
+            format!(
+                "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+                day(d),
+                c.gpu_rows,
+                c.util_rows,
+                c.units,
+                c.step_s,
+                c.unit_steps,
+                ts(c.first_ms),
+                ts(c.last_ms),
+                c.units_at_first,
+                c.units_at_last
+            )
         })
         .collect();
     assert_eq!(stored, by_sql);

@@ -33,6 +33,12 @@ pub(super) type Fetched = (Job, i64, i64, Vec<Series>);
 /// answer there is a gap of that cluster). Sorted by cluster name.
 pub(super) fn by_cluster(results: Vec<Fetched>, cfg: &PrometheusConfig) -> BTreeMap<String, Vec<Fetched>> {
     let Some(label) = cfg.cluster_label.as_deref() else {
+        if let Some((label, values)) = labels::mixed_clusters(results.iter().flat_map(|r| &r.3)) {
+            tracing::warn!(
+                "the series carry a {label} label with several values ({}): several clusters are read as one pool, and nodes of the same name in two clusters as one node. Set prometheus.cluster_label = \"{label}\" to keep them apart",
+                values.join(", ")
+            );
+        }
         return BTreeMap::from([(cfg.cluster_name.clone(), results)]);
     };
     let name_of = |s: &Series| s.labels.get(label).filter(|v| !v.is_empty()).cloned();

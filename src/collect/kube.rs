@@ -111,6 +111,17 @@ pub fn resource_name(sanitised: &str) -> String {
     format!("nvidia.com/{rest}")
 }
 
+/// A capacity series' own scrape interval in cells: the median gap between the cells its
+/// samples fall in, at least one; one for a series of one sample.
+fn capacity_interval_cells(cells: &[(usize, f64)]) -> usize {
+    let mut gaps: Vec<usize> = cells.windows(2).map(|w| w[1].0 - w[0].0).filter(|g| *g > 0).collect();
+    if gaps.is_empty() {
+        return 1;
+    }
+    let mid = gaps.len() / 2;
+    (*gaps.select_nth_unstable(mid).1).max(1)
+}
+
 /// Pods and quota history of a window `[from, to)`.
 pub struct KubeState {
     from: i64,
@@ -392,6 +403,32 @@ mod tests {
         Series { labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), samples: samples.to_vec() }
     }
 
+    /// An autoscaled node reports 8 GPUs every 30 s from 06:00 to its last scrape at 17:59:30,
+    /// then is gone: it stands for its own interval after that (to 18:00), not the 5-minute
+    /// lookback. A 2-minute hole in the middle of a series (kube-state-metrics restarting) is
+    /// still bridged, within the lookback.
+    #[test]
+    fn a_removed_node_stops_at_its_last_scrape_not_the_lookback() {
+        let cfg = PrometheusConfig::default();
+        let hour = 3_600_000;
+        let mut k = KubeState::new(0, 24 * hour, 30);
+        let l = [("node", "gpu-as-1"), ("resource", "nvidia_com_gpu")];
+        let alive: Vec<(i64, f64)> = (0..)
+            .map(|k| 6 * hour + k * 30_000)
+            .take_while(|&t| t < 18 * hour)
+            .filter(|&t| !(12 * hour..12 * hour + 120_000).contains(&t))
+            .map(|t| (t, 8.0))
+            .collect();
+        k.add(KubeMetric::NodeCapacity, &[s(&l, &alive)], &cfg);
+        let cap = k.gpu_capacity(300_000);
+        let cells = &cap["gpu-as-1"];
+        let gpu_cells: u32 = cells.iter().map(|c| c.0).sum();
+        assert_eq!(gpu_cells as i64, 8 * 12 * 120, "8 GPUs x 12 h of 30 s steps, nothing after 18:00");
+        assert_eq!(cells[(18 * hour / 30_000) as usize], (0, false));
+        assert_eq!(cells[(18 * hour / 30_000) as usize - 1], (8, true));
+        assert_eq!(cells[(6 * hour / 30_000) as usize - 1], (0, false), "nothing before its first scrape");
+    }
+
     #[test]
     fn reused_pod_name_with_a_new_uid_is_a_new_pod() {
         let cfg = PrometheusConfig::default();
@@ -434,20 +471,34 @@ impl KubeState {
 
     /// Per node, per cell of the window: the whole GPUs (`nvidia.com/gpu`) kube-state-metrics
     /// reports and whether it reports any GPU resource (MIG, time-sliced too). A sample stands
-    /// until its series' next, for at most `lookback_ms`, as in Prometheus.
+    /// until its series' next, for at most `lookback_ms`, as in Prometheus; a series' last
+    /// sample stands for its own scrape interval only (the median gap between its samples,
+    /// else one step), never the lookback: a node the autoscaler removed stops reporting, and
+    /// a live Prometheus marks its series stale at the next scrape, so its GPUs do not linger
+    /// in the pool for minutes after it is gone.
     pub fn gpu_capacity(&self, lookback_ms: i64) -> BTreeMap<String, Vec<(u32, bool)>> {
         let cells = ((self.to - self.from) / self.step).max(0) as usize;
         let reach = (lookback_ms / self.step).max(1) as usize;
-        // (node, resource) -> value per cell; the map is in time order, so later samples win.
-        let mut series: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+        // (node, resource) -> the cells with a sample and its value, in time order.
+        let mut samples: BTreeMap<(&str, &str), Vec<(usize, f64)>> = BTreeMap::new();
         for ((t, node, resource), v) in &self.capacity {
             let c = ((t - self.from) / self.step) as usize;
-            if c >= cells {
-                continue;
+            if c < cells {
+                samples.entry((node.as_str(), resource.as_str())).or_default().push((c, *v));
             }
-            let values = series.entry((node.as_str(), resource.as_str())).or_insert_with(|| vec![0.0; cells]);
-            for slot in &mut values[c..(c + reach).min(cells)] {
-                *slot = *v;
+        }
+        let mut series: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+        for (key, cells_of) in samples {
+            let values = series.entry(key).or_insert_with(|| vec![0.0; cells]);
+            let own = capacity_interval_cells(&cells_of).min(reach);
+            for (i, &(c, v)) in cells_of.iter().enumerate() {
+                let end = match cells_of.get(i + 1) {
+                    Some(&(next, _)) => next.min(c + reach),
+                    None => c + own,
+                };
+                for slot in &mut values[c..end.min(cells)] {
+                    *slot = v;
+                }
             }
         }
         let mut out: BTreeMap<String, Vec<(u32, bool)>> = BTreeMap::new();

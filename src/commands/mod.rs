@@ -33,6 +33,7 @@ use crate::progress::{Progress, ProgressMode};
 use crate::queries::Queries;
 use crate::report::{self, Format};
 use crate::simulate::lake_out::LakeOutput;
+use crate::simulate::cluster::PoolShape;
 use crate::simulate::{openmetrics, trace, SimParams, Simulation};
 use crate::domain::window::{parse_time, Window};
 

@@ -38,13 +38,16 @@ pub(super) fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         target_util: 0.75,
         time_sliced: args.time_sliced,
     };
+    if args.trace.is_some() && (args.autoscale || args.replace_gpu) {
+        anyhow::bail!("--autoscale and --replace-gpu shape the simulated pool, not a trace's");
+    }
     let t0 = Instant::now();
     let mut sim = match &args.trace {
         Some(path) => {
             params.validate()?;
             trace::simulate_trace(path, params.clone())?
         }
-        None => Simulation::run(params.clone())?,
+        None => Simulation::run_shaped(params.clone(), PoolShape { autoscale: args.autoscale, replace_gpu: args.replace_gpu })?,
     };
     if let Some(path) = &args.util_trace {
         let t = crate::simulate::util_trace::UtilTrace::read(path)?;
@@ -98,8 +101,13 @@ pub(super) fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
 
     let ledger = sim.ledger();
     let ledger_path = args.out.join("ledger.json");
-    let outages = if args.openmetrics.is_some() { openmetrics::plan_outages(&sim, args.exporter_outages, args.outage_minutes) } else { Vec::new() };
+    let mut outages = if args.openmetrics.is_some() { openmetrics::plan_outages(&sim, args.exporter_outages, args.outage_minutes) } else { Vec::new() };
+    if args.openmetrics.is_some() {
+        outages.extend(openmetrics::restart_outages(&sim, 1, args.exporter_restart_hours));
+    }
     let mut ledger_json = serde_json::to_value(&ledger).context("serialising the ledger")?;
+    // What `report completeness` should expect of DCGM: the unit-steps the pool was there.
+    ledger_json["pool_unit_steps"] = serde_json::Value::from(crate::simulate::ledger::pool_unit_steps(&sim.cluster, params.window_ms(), params.step_s as i64 * 1000));
     if !outages.is_empty() {
         ledger_json["exporter_outages"] = serde_json::Value::Array(outages.iter().map(|o| sim.outage_ledger(o)).collect());
     }
@@ -124,6 +132,7 @@ pub(super) fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
             replicas: args.prometheus_replicas,
             honor_labels_flip: args.honor_labels_flip,
             cluster: args.cluster.clone(),
+            rollout: args.exporter_rollout.then(|| params.window_ms().0 + 9 * 3_600_000),
         };
         let mut pending = crate::atomic::Pending::create(path).with_context(|| format!("creating {}", path.display()))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, pending.file());
@@ -162,6 +171,10 @@ pub(super) async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         outage_minutes: 20,
         prometheus_replicas: 1,
         honor_labels_flip: 0,
+        autoscale: false,
+        replace_gpu: false,
+        exporter_rollout: false,
+        exporter_restart_hours: 0,
         cluster: None,
     };
     simulate(ctx, &sim_args)?;

@@ -16,7 +16,7 @@
 //! current rollup, or a window edge inside a bucket): the two cannot differ. The same questions
 //! in plain SQL over the samples are in `benches/sql/` (the tests' oracles).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -299,30 +299,58 @@ pub struct Counts {
     pub util_rows: i64,
     /// GPUs or MIG instances with any row (`__unmeasured__` ones included).
     pub units: i64,
+    /// Unit-steps the pool held: every (unit, step) with a row, measured or `__unmeasured__`
+    /// (a GPU exists while DCGM reports it or its node's capacity names it: an autoscaled node's
+    /// GPUs before it joined or after it left, a replaced board's old UUID after the swap, have
+    /// no rows). What `gpu_rows` is measured against.
+    pub unit_steps: i64,
     /// The smallest step of any row.
     pub step_s: i64,
+    /// The day's first and last row time (ms) and how many units have a row at each: a day
+    /// collected only in part (a collect that has not reached the day's end yet, or started
+    /// late) is measured against the pool at its edge for the steps it lacks.
+    pub first_ms: i64,
+    pub last_ms: i64,
+    pub units_at_first: i64,
+    pub units_at_last: i64,
 }
 
 #[derive(Default)]
 struct CountsAcc {
     whole: i64,
     whole_util: i64,
-    split: HashMap<(u32, i16, i64), bool>,
-    units: HashSet<(u32, i16)>,
+    /// Whole-GPU rows of `__unmeasured__`: unit-steps that existed without a sample.
+    whole_unmeasured: i64,
+    /// Per (unit, step) of the rows under share 1: `SPLIT_*` bits.
+    split: HashMap<(u32, i16, i64), u8>,
+    /// Each unit's first and last row time.
+    units: HashMap<(u32, i16), (i64, i64)>,
     step_s: Option<i32>,
 }
 
 impl CountsAcc {
     fn counts(&self) -> Counts {
-        let with_util = self.split.values().filter(|u| **u).count() as i64;
+        let count = |bit: u8| self.split.values().filter(|b| **b & bit != 0).count() as i64;
+        let first_ms = self.units.values().map(|u| u.0).min().unwrap_or(0);
+        let last_ms = self.units.values().map(|u| u.1).max().unwrap_or(0);
         Counts {
-            gpu_rows: self.whole + self.split.len() as i64,
-            util_rows: self.whole_util + with_util,
+            gpu_rows: self.whole + count(SPLIT_MEASURED),
+            util_rows: self.whole_util + count(SPLIT_UTIL),
             units: self.units.len() as i64,
+            unit_steps: self.whole + self.whole_unmeasured + self.split.len() as i64,
             step_s: self.step_s.map_or(0, i64::from),
+            first_ms,
+            last_ms,
+            units_at_first: self.units.values().filter(|u| u.0 == first_ms).count() as i64,
+            units_at_last: self.units.values().filter(|u| u.1 == last_ms).count() as i64,
         }
     }
 }
+
+/// A split unit-step has a measured row.
+const SPLIT_MEASURED: u8 = 1;
+/// A split unit-step has a measured row with a utilisation value.
+const SPLIT_UTIL: u8 = 2;
 
 /// A day's `Counts` in all and per cluster (`--cluster`), folded from its rows.
 #[derive(Default)]
@@ -367,10 +395,17 @@ impl DayCounts {
         let inst = typed::<Int16Array>(b, path, "gpu_instance_id")?;
         let share = typed::<Float64Array>(b, path, "share")?;
         let util = typed::<Float32Array>(b, path, "util_pct")?;
-        // Rows are sorted by cluster, node, GPU and instance: a unit's rows come together, so
-        // the sets are touched once per unit, not per row.
-        let mut last: Option<(u32, (u32, i16))> = None;
         let DayCounts { all, by_cluster } = self;
+        // Rows are sorted by cluster, node, GPU and instance: a unit's rows come together, so
+        // its span is kept here and put in the maps once per unit, not per row.
+        let mut span: Option<(u32, (u32, i16), i64, i64)> = None;
+        fn keep(all: &mut CountsAcc, by_cluster: &mut HashMap<u32, CountsAcc>, span: Option<(u32, (u32, i16), i64, i64)>) {
+            let Some((c, unit, first, last)) = span else { return };
+            for acc in [all, by_cluster.entry(c).or_default()] {
+                let e = acc.units.entry(unit).or_insert((first, last));
+                (e.0, e.1) = (e.0.min(first), e.1.max(last));
+            }
+        }
         let mut per: Option<(u32, &mut CountsAcc)> = None;
         for i in 0..b.num_rows() {
             let t = ts.value(i);
@@ -382,28 +417,33 @@ impl DayCounts {
             let measured = row_id(&ns, &m[2], i) != unmeasured;
             let (s, has_util) = (step.value(i), util.is_valid(i));
             let whole = share.value(i) >= 1.0;
+            match span.as_mut() {
+                Some(x) if x.0 == c && x.1 == unit => (x.2, x.3) = (x.2.min(t), x.3.max(t)),
+                _ => {
+                    per = None;
+                    keep(all, by_cluster, span.replace((c, unit, t, t)));
+                }
+            }
             if per.as_ref().is_none_or(|(pc, _)| *pc != c) {
                 per = Some((c, by_cluster.entry(c).or_default()));
             }
             let cluster_acc = &mut *per.as_mut().expect("the row's cluster").1;
-            let new_unit = last != Some((c, unit));
-            last = Some((c, unit));
             for acc in [&mut *all, cluster_acc] {
-                if new_unit {
-                    acc.units.insert(unit);
-                }
                 acc.step_s = Some(acc.step_s.map_or(s, |m| m.min(s)));
-                if !measured {
-                    continue;
-                }
-                if whole {
-                    acc.whole += 1;
-                    acc.whole_util += i64::from(has_util);
-                } else {
-                    *acc.split.entry((unit.0, unit.1, t)).or_default() |= has_util;
+                match (whole, measured) {
+                    (true, true) => {
+                        acc.whole += 1;
+                        acc.whole_util += i64::from(has_util);
+                    }
+                    (true, false) => acc.whole_unmeasured += 1,
+                    (false, _) => {
+                        let bits = if measured { SPLIT_MEASURED | if has_util { SPLIT_UTIL } else { 0 } } else { 0 };
+                        *acc.split.entry((unit.0, unit.1, t)).or_default() |= bits;
+                    }
                 }
             }
         }
+        keep(all, by_cluster, span);
         Ok(())
     }
 
@@ -551,5 +591,59 @@ impl DaySums for UnallocatedUnits {
             Arc::new(super::schema::ts_array(rows.iter().map(|(_, v)| v.last).collect())),
         ];
         RecordBatch::try_new(unallocated_schema(), columns).expect("unallocated columns match their schema")
+    }
+}
+
+#[cfg(test)]
+mod counts_tests {
+    use super::*;
+    use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder};
+
+    /// Three GPUs over ten 30 s steps: A measured throughout; B on a node that joined at step 3
+    /// and left after step 5; C measured but for steps 4 and 5, `__unmeasured__` there (its
+    /// exporter down while its node's capacity still named it). B's missing steps are not
+    /// expected (it did not exist); C's are.
+    #[test]
+    fn the_pool_is_what_existed() {
+        let mut rows = GpuSamplesBuilder::new();
+        let mut push = |uuid: &str, k: i64, ns: Option<&str>| {
+            rows.push(&GpuSampleRow {
+                ts: k * 30_000,
+                step_s: 30,
+                node: "n1",
+                gpu_uuid: uuid,
+                gpu_index: 0,
+                gpu_model: "NVIDIA L4",
+                mig_profile: None,
+                gpu_instance_id: None,
+                namespace: ns,
+                pod: None,
+                container: None,
+                share: 1.0,
+                util_pct: ns.filter(|n| *n != UNMEASURED).map(|_| 50.0),
+                mem_used_mib: None,
+                mem_total_mib: None,
+                power_w: None,
+                energy_j: None,
+                temp_c: None,
+                xid: None,
+            })
+        };
+        for k in 0..10 {
+            push("GPU-A", k, Some("a"));
+        }
+        for k in 3..6 {
+            push("GPU-B", k, Some("b"));
+        }
+        for k in 0..10 {
+            push("GPU-C", k, Some(if (4..6).contains(&k) { UNMEASURED } else { "c" }));
+        }
+        let batch = crate::lake::rows::with_cluster(rows.finish(), "default");
+        let strings = Mutex::new(Interner::default());
+        let mut day = DayCounts::default();
+        day.add(&strings, Path::new("day"), &batch, i64::MIN, i64::MAX).unwrap();
+        let c = day.finish(&strings.into_inner().unwrap()).all;
+        assert_eq!((c.gpu_rows, c.util_rows, c.units, c.unit_steps), (21, 21, 3, 23), "{c:?}");
+        assert_eq!((c.first_ms, c.last_ms, c.units_at_first, c.units_at_last), (0, 270_000, 2, 2), "{c:?}");
     }
 }

@@ -89,8 +89,9 @@ impl Kind {
     /// Bumped when the content changes meaning; a rollup of another version is not current.
     pub fn version(self) -> u32 {
         match self {
-            // 4: the day's completeness counts in the metadata.
-            Kind::GpuBuckets => 4,
+            // 4: the day's completeness counts in the metadata; 5: with the unit-steps that
+            // existed (`Counts::unit_steps`).
+            Kind::GpuBuckets => 5,
             // Idle: folded at ROLLUP_THRESHOLD_PCT, runs from ROLLUP_MIN_RUN_SECS (bump on change).
             Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::IdleHoldings | Kind::IdleStretches | Kind::PendingBuckets => 1,
         }

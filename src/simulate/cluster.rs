@@ -64,7 +64,54 @@ pub struct PhysicalGpu {
     pub node: usize,
     pub units: Vec<usize>,
     pub model: &'static GpuModel,
+    /// When the GPU is not there (its node not yet added or already removed, its board out)
+    /// and when a new board took its place.
+    pub life: Lifetime,
 }
+
+/// A GPU's existence and identity over time. Default: there all along, one board.
+#[derive(Debug, Clone, Default)]
+pub struct Lifetime {
+    /// Intervals `[start, end)` (ms) in which the GPU does not exist, in time order.
+    pub absent: Vec<(i64, i64)>,
+    /// From this instant on the GPU is a new board with this UUID (a replaced board).
+    pub new_board: Option<(i64, String)>,
+}
+
+impl Lifetime {
+    pub fn exists(&self, t: i64) -> bool {
+        !self.absent.iter().any(|&(a, b)| t >= a && t < b)
+    }
+
+    /// Whether the GPU exists over all of `[a, b)`.
+    pub fn exists_over(&self, a: i64, b: i64) -> bool {
+        !self.absent.iter().any(|&(s, e)| s < b && e > a)
+    }
+
+    /// Milliseconds of `[a, b)` the GPU exists.
+    pub fn existing_ms(&self, a: i64, b: i64) -> i64 {
+        let gone: i64 = self.absent.iter().map(|&(s, e)| (e.min(b) - s.max(a)).max(0)).sum();
+        (b - a).max(0) - gone
+    }
+}
+
+/// How the pool changes under the collector (`simulate --autoscale`, `--replace-gpu`): the
+/// shapes of a cloud cluster the simulator adds to the pool it built.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PoolShape {
+    /// One more L4 node the cluster autoscaler adds at 06:00 of the window's first day and
+    /// removes at 18:00 (pods are placed there only if they end before it goes).
+    pub autoscale: bool,
+    /// The first whole GPU of the first node has its board replaced on the window's first day:
+    /// out from 12:00 to 12:30, then a new board with a new UUID.
+    pub replace_gpu: bool,
+}
+
+/// The autoscaled node's life, and the replaced board's gap, from the window's first midnight.
+pub const AUTOSCALE_FROM_MS: i64 = 6 * 3_600_000;
+pub const AUTOSCALE_TO_MS: i64 = 18 * 3_600_000;
+pub const REPLACE_FROM_MS: i64 = 12 * 3_600_000;
+pub const REPLACE_TO_MS: i64 = 12 * 3_600_000 + 1_800_000;
 
 #[derive(Debug)]
 pub struct Cluster {
@@ -101,7 +148,7 @@ impl Cluster {
             for g in 0..GPUS_PER_NODE {
                 let uuid = gpu_uuid(seed, i, g);
                 let gpu_idx = cluster.gpus.len();
-                let mut phys = PhysicalGpu { node: i, units: Vec::new(), model };
+                let mut phys = PhysicalGpu { node: i, units: Vec::new(), model, life: Lifetime::default() };
                 let sliced = replicas >= 2 && i == n - 1 && g == GPUS_PER_NODE - 1 && !mig;
                 let layout: Vec<(Option<&'static str>, Option<i16>, f64, f32)> = if sliced {
                     vec![(None, None, 1.0 / replicas.min(MAX_UNITS) as f64, model.fb_mib); replicas.min(MAX_UNITS)]
@@ -136,6 +183,55 @@ impl Cluster {
     /// Whole-GPU equivalents in the pool.
     pub fn gpu_count(&self) -> usize {
         self.gpus.len()
+    }
+
+    /// The pool changed by `shape` over a window starting at `ws` (UTC midnight, ms).
+    pub fn shaped(mut self, shape: PoolShape, ws: i64, seed: u64) -> Cluster {
+        if shape.autoscale {
+            let i = self.nodes.len();
+            let name = format!("gpu-node-as-{:02}", 1);
+            self.nodes.push(Node { name, model: &L4, mig: false, units: Vec::new() });
+            let life = Lifetime { absent: vec![(i64::MIN, ws + AUTOSCALE_FROM_MS), (ws + AUTOSCALE_TO_MS, i64::MAX)], new_board: None };
+            for g in 0..GPUS_PER_NODE {
+                let (u, gpu) = (self.units.len(), self.gpus.len());
+                self.units.push(Unit {
+                    node: i,
+                    gpu_index: g as i16,
+                    uuid: gpu_uuid(seed ^ 0xA5CA_1E00, i, g),
+                    model: &L4,
+                    mig_profile: None,
+                    gi_id: None,
+                    share: 1.0,
+                    fb_mib: L4.fb_mib,
+                    gpu,
+                    time_sliced: false,
+                });
+                self.nodes[i].units.push(u);
+                self.gpus.push(PhysicalGpu { node: i, units: vec![u], model: &L4, life: life.clone() });
+            }
+        }
+        if shape.replace_gpu {
+            if let Some(g) = self.gpus.iter().position(|p| p.units.len() == 1 && self.units[p.units[0]].share == 1.0 && !self.units[p.units[0]].time_sliced) {
+                let gpu = &mut self.gpus[g];
+                gpu.life.absent.push((ws + REPLACE_FROM_MS, ws + REPLACE_TO_MS));
+                gpu.life.absent.sort_unstable();
+                gpu.life.new_board = Some((ws + REPLACE_TO_MS, gpu_uuid(seed ^ 0xB0A2_D000, gpu.node, 99)));
+            }
+        }
+        self
+    }
+
+    /// The GPU of unit `u`.
+    pub fn life_of(&self, u: usize) -> &Lifetime {
+        &self.gpus[self.units[u].gpu].life
+    }
+
+    /// Unit `u`'s UUID at `t`: its board's, the new one's after a replacement.
+    pub fn uuid_at(&self, u: usize, t: i64) -> &str {
+        match &self.life_of(u).new_board {
+            Some((from, uuid)) if t >= *from => uuid,
+            _ => &self.units[u].uuid,
+        }
     }
 }
 

@@ -110,6 +110,10 @@ impl LakeOutput<'_> {
             let mut cursors = vec![UnitCursor::default(); phys.units.len()];
             let mut t = s;
             while t < e {
+                if !phys.life.exists(t) {
+                    t += step;
+                    continue;
+                }
                 let mut holders = [None; MAX_UNITS];
                 let mut zombies = [None; MAX_UNITS];
                 for (i, &u) in phys.units.iter().enumerate() {
@@ -130,7 +134,7 @@ impl LakeOutput<'_> {
                         ts: t,
                         step_s: len_s,
                         node: &self.cluster.nodes[unit.node].name,
-                        gpu_uuid: &unit.uuid,
+                        gpu_uuid: self.cluster.uuid_at(u, t),
                         gpu_index: unit.gpu_index,
                         gpu_model: unit.model.name,
                         mig_profile: unit.mig_profile,
@@ -212,19 +216,40 @@ impl LakeOutput<'_> {
         let step = self.model.step_ms;
         let last = s + ((e - s - 1) / step) * step;
         let mut rows = NodesBuilder::new();
-        for unit in &self.cluster.units {
-            rows.push(&NodeRow {
-                node: &self.cluster.nodes[unit.node].name,
-                gpu_uuid: &unit.uuid,
-                gpu_index: unit.gpu_index,
-                gpu_model: unit.model.name,
-                mig_profile: unit.mig_profile,
-                gpu_instance_id: unit.gi_id,
-                share: unit.share,
-                mem_total_mib: Some(unit.fb_mib),
-                first_seen: s,
-                last_seen: last,
-            });
+        for (u, unit) in self.cluster.units.iter().enumerate() {
+            // Each board's first and last step of the day that the GPU was there.
+            let life = self.cluster.life_of(u);
+            let mut seen: Vec<(&str, i64, i64)> = Vec::new();
+            let mut t = if life.absent.is_empty() && life.new_board.is_none() {
+                seen.push((&unit.uuid, s, last));
+                last + step
+            } else {
+                s
+            };
+            while t <= last {
+                if life.exists(t) {
+                    let uuid = self.cluster.uuid_at(u, t);
+                    match seen.last_mut() {
+                        Some(x) if x.0 == uuid => x.2 = t,
+                        _ => seen.push((uuid, t, t)),
+                    }
+                }
+                t += step;
+            }
+            for (uuid, first_seen, last_seen) in seen {
+                rows.push(&NodeRow {
+                    node: &self.cluster.nodes[unit.node].name,
+                    gpu_uuid: uuid,
+                    gpu_index: unit.gpu_index,
+                    gpu_model: unit.model.name,
+                    mig_profile: unit.mig_profile,
+                    gpu_instance_id: unit.gi_id,
+                    share: unit.share,
+                    mem_total_mib: Some(unit.fb_mib),
+                    first_seen,
+                    last_seen,
+                });
+            }
         }
         rows.finish()
     }

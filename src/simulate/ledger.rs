@@ -151,10 +151,19 @@ pub fn compute(
     for block in (0..cluster.gpus.len()).step_by(GPU_BLOCK) {
         let n = GPU_BLOCK.min(cluster.gpus.len() - block);
         let steps = in_order(n, |i| {
+            let life = &cluster.gpus[block + i].life;
             let mut energies = Vec::new();
             let mut k = ws;
             while k < we {
-                energies.push(model.gpu_at(block + i, k).energy_between(k, we.min(k + step)));
+                let (a, b) = (k, we.min(k + step));
+                if life.exists_over(a, b) {
+                    energies.push(model.gpu_at(block + i, k).energy_between(a, b));
+                } else {
+                    // Only the part of the step the GPU was there (an autoscaled node, a board out).
+                    let g = model.gpu_at(block + i, k);
+                    let gone: f64 = life.absent.iter().map(|&(s, e)| (s.max(a), e.min(b))).filter(|(x, y)| x < y).map(|(x, y)| g.energy_between(x, y)).sum();
+                    energies.push(g.energy_between(a, b) - gone);
+                }
                 k += step;
             }
             energies
@@ -163,7 +172,8 @@ pub fn compute(
             cluster_energy += e;
         }
     }
-    let cluster_seconds = cluster.gpu_count() as f64 * (we - ws) as f64 / 1000.0;
+    // The pool: each GPU for the time it was there.
+    let cluster_seconds: f64 = cluster.gpus.iter().map(|g| g.life.existing_ms(ws, we) as f64 / 1000.0).sum();
     out.insert(
         UNALLOCATED.to_string(),
         NamespaceLedger {
@@ -339,4 +349,23 @@ pub fn priced(
     }
     out.insert(UNALLOCATED.to_string(), (pool_cloud - held_cloud, pool_power - held_power));
     out
+}
+
+/// The unit-steps the pool held over `window` on a grid of `step_ms`: each GPU or MIG instance
+/// for every step it was there (what `report completeness` expects of DCGM, counted from the
+/// simulated pool, not from the lake). A time-sliced GPU is one unit.
+pub fn pool_unit_steps(cluster: &Cluster, window: (i64, i64), step_ms: i64) -> i64 {
+    let (ws, we) = window;
+    let mut n = 0;
+    for gpu in &cluster.gpus {
+        let units = gpu.units.iter().filter(|&&u| !cluster.units[u].time_sliced).count().max(1) as i64;
+        let mut k = ws;
+        while k < we {
+            if gpu.life.exists(k) {
+                n += units;
+            }
+            k += step_ms;
+        }
+    }
+    n
 }

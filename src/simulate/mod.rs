@@ -92,10 +92,16 @@ impl SimParams {
 
 impl Simulation {
     pub fn run(params: SimParams) -> Result<Simulation, SimError> {
+        Simulation::run_shaped(params, cluster::PoolShape::default())
+    }
+
+    /// [`run`](Self::run) on a pool that changes as `shape` says (an autoscaled node, a
+    /// replaced board).
+    pub fn run_shaped(params: SimParams, shape: cluster::PoolShape) -> Result<Simulation, SimError> {
         params.validate()?;
-        let cluster = Cluster::build_with(params.gpus, params.seed, params.time_sliced as usize);
-        let namespaces = workload::default_namespaces();
         let (ws, we) = params.window_ms();
+        let cluster = Cluster::build_with(params.gpus, params.seed, params.time_sliced as usize).shaped(shape, ws, params.seed);
+        let namespaces = workload::default_namespaces();
         let sched = SchedulerParams {
             sim_start_ms: ws - params.warmup_days as i64 * 86_400_000,
             end_ms: we,
@@ -126,7 +132,7 @@ impl Simulation {
     /// schedule.
     pub fn outage_ledger(&self, o: &openmetrics::Outage) -> serde_json::Value {
         let node = &self.cluster.nodes[o.node];
-        let pool: f64 = node.units.iter().map(|&u| self.cluster.units[u].share).sum::<f64>() * (o.end - o.start) as f64 / 1000.0;
+        let pool: f64 = node.units.iter().map(|&u| self.cluster.units[u].share * self.cluster.life_of(u).existing_ms(o.start, o.end) as f64 / 1000.0).sum();
         let mut held: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
         for p in ledger::holding_pieces(&self.cluster, &self.schedule, self.params.window_ms()) {
             if self.cluster.units[p.unit].node != o.node {

@@ -116,6 +116,29 @@ pub struct OmOptions {
     /// `cluster="<name>"` on every series (an external label of a Thanos or Mimir that holds
     /// several clusters).
     pub cluster: Option<String>,
+    /// A rolling update of the dcgm-exporter DaemonSet starting at this instant (ms): node i's
+    /// exporter is replaced at `start + i x ROLLOUT_STAGGER_MS`, no scrape for
+    /// `ROLLOUT_GAP_MS`, and the new pod has a new address (the `instance` label).
+    pub rollout: Option<i64>,
+}
+
+/// A DaemonSet rollout replaces one node's exporter pod after another, this far apart.
+pub const ROLLOUT_STAGGER_MS: i64 = 90_000;
+/// How long a node's exporter is away while its pod is replaced.
+pub const ROLLOUT_GAP_MS: i64 = 70_000;
+/// A restarting exporter container is away this long (`exporter_restarts`).
+pub const RESTART_GAP_MS: i64 = 40_000;
+
+/// Node `node`'s exporter restarting every `every_h` hours over the window (the first after
+/// `every_h` hours), each a gap of [`RESTART_GAP_MS`] with no scrape, as outages.
+pub fn restart_outages(sim: &Simulation, node: usize, every_h: u32) -> Vec<Outage> {
+    let (ws, we) = sim.params.window_ms();
+    if every_h == 0 || node >= sim.cluster.nodes.len() {
+        return Vec::new();
+    }
+    let every = every_h as i64 * 3_600_000;
+    // Off the step grid, as a restart is: 17 s past the hour.
+    (1..).map(|k| ws + k * every + 17_000).take_while(|&t| t + RESTART_GAP_MS < we).map(|start| Outage { node, start, end: start + RESTART_GAP_MS }).collect()
 }
 
 /// How much later each further replica scrapes (ms).
@@ -190,18 +213,26 @@ impl<W: Write> OmWriter<'_, W> {
         let (ws, we) = sim.params.window_ms();
         let step = self.model.step_ms;
         let steps = ((we - ws) / step) as usize;
-        // Energy counters (mJ since driver load), one per physical GPU, with one reset.
+        // Energy counters (mJ since driver load), one per physical GPU, with one reset; a
+        // new board's counter starts afresh, and a GPU that is not there uses nothing.
         let reset_gpu = sim.cluster.gpus.len() / 2;
         let mut counters: Vec<Vec<u64>> = Vec::with_capacity(sim.cluster.gpus.len());
         for g in 0..sim.cluster.gpus.len() {
+            let life = &sim.cluster.gpus[g].life;
             let mut c = Vec::with_capacity(steps);
             let mut acc = 1_000_000_000.0 * (1.0 + g as f64 % 7.0);
             for k in 0..steps {
+                let t = ws + k as i64 * step;
                 if g == reset_gpu && k == steps / 2 {
                     acc = 0.0;
                 }
+                if life.new_board.as_ref().is_some_and(|(at, _)| *at == t) {
+                    acc = 12_345_000.0;
+                }
                 c.push(acc.round() as u64);
-                acc += self.model.gpu_at(g, ws + k as i64 * step).energy_j() * 1000.0;
+                if life.exists(t) {
+                    acc += self.model.gpu_at(g, t).energy_j() * 1000.0;
+                }
             }
             counters.push(c);
         }
@@ -221,35 +252,41 @@ impl<W: Write> OmWriter<'_, W> {
                 // Group the unit's steps by holder (and label convention): one series per label
                 // set, each contiguous.
                 let flip_at = (unit.node < self.options.honor_labels_flip).then(|| (ws + we) / 2);
-                let mut groups: BTreeMap<(bool, Option<usize>), Vec<i64>> = BTreeMap::new();
+                // One series per label set: label convention, exporter pod (instance), board
+                // (UUID) and holder.
+                let mut groups: BTreeMap<(bool, bool, bool, Option<usize>), Vec<i64>> = BTreeMap::new();
                 let mut cursor = UnitCursor::default();
                 let slot = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
+                let life = sim.cluster.life_of(u);
                 for ts in self.scrape_times(unit.node) {
+                    if !life.exists(ts) {
+                        continue;
+                    }
                     let (holder, _) = cursor.at(&sim.schedule.occupancy[u], &sim.schedule.zombies[u], ts);
                     // A time-sliced GPU has one series per pod sharing it, or one without a pod.
                     if unit.time_sliced && self.model.gpu_at(unit.gpu, ts).shares[slot] <= 0.0 {
                         continue;
                     }
-                    groups.entry((flip_at.is_some_and(|t| ts >= t), holder)).or_default().push(ts);
+                    let new_board = sim.cluster.uuid_at(u, ts) != unit.uuid;
+                    groups.entry((flip_at.is_some_and(|t| ts >= t), self.rolled_out(unit.node, ts), new_board, holder)).or_default().push(ts);
                 }
                 let node = &sim.cluster.nodes[unit.node].name;
-                let mut base = String::new();
-                write!(
-                    base,
-                    "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"00000000:{:02X}:00.0\",device=\"nvidia{}\",modelName=\"{}\"",
-                    unit.gpu_index,
-                    unit.uuid,
-                    0x07 + unit.gpu_index * 8,
-                    unit.gpu_index,
-                    unit.model.name
-                )
-                .expect("string write");
-                if let (Some(p), Some(id)) = (unit.mig_profile, unit.gi_id) {
-                    write!(base, ",GPU_I_PROFILE=\"{p}\",GPU_I_ID=\"{id}\"").expect("string write");
-                }
-                write!(base, ",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"{DRIVER}\"").expect("string write");
-                for ((renamed, holder), ks) in groups {
-                    let mut labels = base.clone();
+                for ((renamed, rolled, new_board, holder), ks) in groups {
+                    let mut labels = String::new();
+                    write!(
+                        labels,
+                        "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"00000000:{:02X}:00.0\",device=\"nvidia{}\",modelName=\"{}\"",
+                        unit.gpu_index,
+                        if new_board { sim.cluster.uuid_at(u, i64::MAX) } else { unit.uuid.as_str() },
+                        0x07 + unit.gpu_index * 8,
+                        unit.gpu_index,
+                        unit.model.name
+                    )
+                    .expect("string write");
+                    if let (Some(p), Some(id)) = (unit.mig_profile, unit.gi_id) {
+                        write!(labels, ",GPU_I_PROFILE=\"{p}\",GPU_I_ID=\"{id}\"").expect("string write");
+                    }
+                    write!(labels, ",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"{DRIVER}\"").expect("string write");
                     let prefix = if renamed { "exported_" } else { "" };
                     if let Some(id) = holder {
                         let pod = &sim.schedule.pods[id];
@@ -263,7 +300,7 @@ impl<W: Write> OmWriter<'_, W> {
                     if fam == Dcgm::Xid {
                         write!(labels, ",err_code=\"0\",err_msg=\"No Error\"").expect("string write");
                     }
-                    write!(labels, ",instance=\"{node}:9400\",job=\"dcgm-exporter\"").expect("string write");
+                    write!(labels, ",instance=\"{}\",job=\"dcgm-exporter\"", self.instance(unit.node, rolled)).expect("string write");
                     for ts in ks {
                         let g = self.model.gpu_at(unit.gpu, ts);
                         let i = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
@@ -308,7 +345,10 @@ impl<W: Write> OmWriter<'_, W> {
     fn scrape_times(&self, node: usize) -> Vec<i64> {
         let (ws, we) = self.sim.params.window_ms();
         let step = self.model.step_ms;
-        let down = |t: i64| self.options.outages.iter().any(|o| o.node == node && t >= o.start && t < o.end);
+        let rollout_gap = self.options.rollout.map(|r| r + node as i64 * ROLLOUT_STAGGER_MS);
+        let down = |t: i64| {
+            self.options.outages.iter().any(|o| o.node == node && t >= o.start && t < o.end) || rollout_gap.is_some_and(|r| t >= r && t < r + ROLLOUT_GAP_MS)
+        };
         let Some(interval) = self.options.scrape_interval_ms else {
             return (0..(we - ws) / step).map(|k| ws + k * step).filter(|&t| !down(t)).collect();
         };
@@ -333,6 +373,21 @@ impl<W: Write> OmWriter<'_, W> {
         out
     }
 
+    /// Whether node `node`'s exporter pod was replaced by the rollout before `t`.
+    fn rolled_out(&self, node: usize, t: i64) -> bool {
+        self.options.rollout.is_some_and(|r| t >= r + node as i64 * ROLLOUT_STAGGER_MS)
+    }
+
+    /// The scrape target's address: the node's exporter pod, a new one after the rollout.
+    fn instance(&self, node: usize, rolled: bool) -> String {
+        let name = &self.sim.cluster.nodes[node].name;
+        if rolled {
+            format!("10.42.{}.{}:9400", node / 200, 10 + node % 200)
+        } else {
+            format!("{name}:9400")
+        }
+    }
+
     /// Physical GPU `g`'s energy counter (mJ) at `ts`: the step's counter plus what the model
     /// used since the step began.
     fn counter_at(&self, g: usize, ts: i64, counters: &[Vec<u64>]) -> u64 {
@@ -353,7 +408,7 @@ impl<W: Write> OmWriter<'_, W> {
                 continue;
             }
             let node = &sim.cluster.nodes[gpu.node].name;
-            let mut labels = format!(
+            let mut base = format!(
                 "gpu=\"{}\",UUID=\"{}\",pci_bus_id=\"00000000:{:02X}:00.0\",device=\"nvidia{}\",modelName=\"{}\",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"{DRIVER}\"",
                 first.gpu_index,
                 first.uuid,
@@ -362,10 +417,11 @@ impl<W: Write> OmWriter<'_, W> {
                 first.model.name
             );
             if fam == Dcgm::Xid {
-                labels.push_str(",err_code=\"0\",err_msg=\"No Error\"");
+                base.push_str(",err_code=\"0\",err_msg=\"No Error\"");
             }
-            write!(labels, ",instance=\"{node}:9400\",job=\"dcgm-exporter\"").expect("string write");
-            for ts in self.scrape_times(gpu.node) {
+            let times: Vec<i64> = self.scrape_times(gpu.node).into_iter().filter(|&t| gpu.life.exists(t)).collect();
+            for ts in times {
+                let labels = format!("{base},instance=\"{}\",job=\"dcgm-exporter\"", self.instance(gpu.node, self.rolled_out(gpu.node, ts)));
                 let s = self.model.gpu_at(g, ts);
                 let value = match fam {
                     Dcgm::Power => format!("{:.6}", s.power_w),
@@ -521,22 +577,28 @@ impl<W: Write> OmWriter<'_, W> {
             }
         }
 
+        // A node reports capacity while it is there, for the GPUs there (a board out is one
+        // GPU fewer until the new one is in).
         self.family("kube_node_status_capacity", "The capacity for different resources of a node.")?;
         for node in &sim.cluster.nodes {
-            let mut res: BTreeMap<String, u32> = BTreeMap::new();
+            let mut res: BTreeMap<String, Vec<usize>> = BTreeMap::new();
             for &u in &node.units {
                 let name = match sim.cluster.units[u].mig_profile {
                     Some(p) => format!("nvidia_com_mig_{}", p.replace('.', "_")),
                     None if sim.cluster.units[u].time_sliced => "nvidia_com_gpu_shared".into(),
                     None => "nvidia_com_gpu".into(),
                 };
-                *res.entry(name).or_default() += 1;
+                res.entry(name).or_default().push(u);
             }
-            for (r, n) in res {
+            for (r, units) in res {
                 let labels = format!("node=\"{}\",resource=\"{r}\",unit=\"integer\",{ksm}", node.name);
                 let mut ts = ws;
                 while ts < we {
-                    self.sample("kube_node_status_capacity", &labels, &n.to_string(), ts)?;
+                    let node_there = node.units.iter().any(|&u| sim.cluster.life_of(u).exists(ts));
+                    let n = units.iter().filter(|&&u| sim.cluster.life_of(u).exists(ts)).count();
+                    if node_there {
+                        self.sample("kube_node_status_capacity", &labels, &n.to_string(), ts)?;
+                    }
                     ts += step;
                 }
             }

@@ -158,6 +158,9 @@ pub struct SchedulerParams {
 
 pub const QUOTA_SAMPLE_MS: i64 = 300_000;
 
+/// The most a bound pod waits before it starts (image pull, init).
+const MAX_START_DELAY_MS: i64 = 25_000;
+
 pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams) -> Schedule {
     let mut rng = Rng::new(p.seed);
     let pool = cluster.gpu_count();
@@ -231,8 +234,11 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
                 still_pending.push(id);
                 continue;
             }
+            // The units must be there from now until the pod's planned end (a node the
+            // autoscaler removes, a board taken out, takes no pod that would outlive it).
+            let span = (t, t + MAX_START_DELAY_MS + pods[id].work_ms);
             let mut placement =
-                if failed.known(ns, resource, req) { None } else { place(cluster, &namespaces[ns], &holder, resource, req) };
+                if failed.known(ns, resource, req) { None } else { place(cluster, &namespaces[ns], &holder, resource, req, span) };
             if placement.is_none() {
                 failed.add(ns, resource, req);
             }
@@ -240,7 +246,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
                 let victims = if no_victims.known(ns, resource, req) {
                     None
                 } else {
-                    choose_victims(cluster, &namespaces[ns], &holder, &pods, resource, req, priority)
+                    choose_victims(cluster, &namespaces[ns], &holder, &pods, resource, req, priority, span)
                 };
                 if victims.is_none() {
                     no_victims.add(ns, resource, req);
@@ -255,7 +261,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
                             pods.push(r);
                         }
                     }
-                    placement = place(cluster, &namespaces[ns], &holder, resource, req);
+                    placement = place(cluster, &namespaces[ns], &holder, resource, req, span);
                     if placement.is_none() {
                         failed.add(ns, resource, req);
                     }
@@ -263,7 +269,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
             }
             match placement {
                 Some((node, units)) => {
-                    let delay = rng.int(2, 25) * 1000;
+                    let delay = rng.int(2, MAX_START_DELAY_MS / 1000) * 1000;
                     let pod = &mut pods[id];
                     pod.scheduled = Some(t);
                     pod.started = Some(t + delay);
@@ -390,9 +396,10 @@ fn unit_matches(cluster: &Cluster, u: usize, resource: Resource) -> bool {
 }
 
 /// Best fit: the node of an acceptable model left with the fewest free units (the first such
-/// node), and its first `req` free units.
-fn place(cluster: &Cluster, ns: &NamespaceSpec, holder: &[Option<usize>], resource: Resource, req: u32) -> Option<(usize, Vec<usize>)> {
-    let free_units = |node: usize| cluster.nodes[node].units.iter().copied().filter(move |&u| holder[u].is_none() && unit_matches(cluster, u, resource));
+/// node), and its first `req` free units; only units there over all of `span`.
+fn place(cluster: &Cluster, ns: &NamespaceSpec, holder: &[Option<usize>], resource: Resource, req: u32, span: (i64, i64)) -> Option<(usize, Vec<usize>)> {
+    let free_units =
+        |node: usize| cluster.nodes[node].units.iter().copied().filter(move |&u| holder[u].is_none() && unit_matches(cluster, u, resource) && cluster.life_of(u).exists_over(span.0, span.1));
     let mut best: Option<(usize, usize)> = None;
     for node in 0..cluster.nodes.len() {
         if !node_fits(cluster, ns, node, resource) {
@@ -409,7 +416,9 @@ fn place(cluster: &Cluster, ns: &NamespaceSpec, holder: &[Option<usize>], resour
     best.map(|(node, _)| (node, free_units(node).take(req as usize).collect()))
 }
 
-/// The fewest lower-priority pods whose eviction frees enough units on one node.
+/// The fewest lower-priority pods whose eviction frees enough units on one node (of units there
+/// over all of `span`).
+#[allow(clippy::too_many_arguments)]
 fn choose_victims(
     cluster: &Cluster,
     ns: &NamespaceSpec,
@@ -418,13 +427,14 @@ fn choose_victims(
     resource: Resource,
     req: u32,
     priority: Priority,
+    span: (i64, i64),
 ) -> Option<Vec<usize>> {
     let mut best: Option<Vec<usize>> = None;
     for node in 0..cluster.nodes.len() {
         if !node_fits(cluster, ns, node, resource) {
             continue;
         }
-        let units: Vec<usize> = cluster.nodes[node].units.iter().copied().filter(|&u| unit_matches(cluster, u, resource)).collect();
+        let units: Vec<usize> = cluster.nodes[node].units.iter().copied().filter(|&u| unit_matches(cluster, u, resource) && cluster.life_of(u).exists_over(span.0, span.1)).collect();
         let mut free = units.iter().filter(|&&u| holder[u].is_none()).count();
         let mut candidates: Vec<usize> = units.iter().filter_map(|&u| holder[u]).filter(|&p| pods[p].priority < priority).collect();
         candidates.sort_by_key(|&p| (pods[p].priority, Reverse(pods[p].started), p));

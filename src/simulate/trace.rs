@@ -230,7 +230,7 @@ fn a100_pool(gpus: usize, seed: u64) -> Cluster {
                 time_sliced: false,
             });
             cluster.nodes[n].units.push(u);
-            cluster.gpus.push(PhysicalGpu { node: n, units: vec![u], model: &A100 });
+            cluster.gpus.push(PhysicalGpu { node: n, units: vec![u], model: &A100, life: Default::default() });
         }
     }
     cluster

@@ -4,7 +4,24 @@
 #[allow(unused_imports)]
 use super::*;
 
+/// A counter gap longer than [`COUNTER_GAP_MAX_MS`] is spanned where the power it implies is at
+/// most this many times the most the GPU was seen to draw.
+const LONG_GAP_POWER_FACTOR: f64 = 1.5;
+
 impl DcgmGrid {
+    /// The most power (W) each physical GPU was seen to draw in the window, by uuid.
+    fn most_power(&self) -> BTreeMap<String, f64> {
+        let mut out: BTreeMap<String, f64> = BTreeMap::new();
+        for (k, (_, grid)) in &self.units {
+            let most = grid.iter().filter_map(|c| c.values[Field::Power as usize]).fold(0.0f64, f64::max);
+            if most > 0.0 {
+                let e = out.entry(k.uuid.clone()).or_insert(0.0);
+                *e = e.max(most);
+            }
+        }
+        out
+    }
+
     /// Each step's energy counter read at the step's own start, after every
     /// [`fill`](Self::fill): between two scrapes of the GPU (at most a lookback apart, no reset
     /// between) the counter is interpolated with the power each scrape read, standing until
@@ -68,9 +85,11 @@ impl DcgmGrid {
     /// came under (a pod change starts a new label set, a MIG GPU repeats it on every instance),
     /// so the samples of all its energy series are merged in time order, and a step without a
     /// counter value takes the one interpolated between the samples either side, at most
-    /// `max(lookback, 1 h)` apart and never across a decrease (a reset). The energy of an
-    /// exporter outage is so kept, on its unmeasured rows. Measured rows keep the counters of
-    /// [`align_counters`](Self::align_counters), read at each step's start with the power
+    /// `max(lookback, 1 h)` apart (or further where the rise is a power the GPU could draw) and
+    /// never across a decrease (a reset). The energy of an
+    /// exporter outage is so kept, on its unmeasured rows and the steps its last sample stands
+    /// over. Where [`align_counters`](Self::align_counters) read a step's counter (two scrapes
+    /// at most a lookback apart) it is kept: read at each step's start with the power
     /// standing then (a plain linear interpolation across holder changes moved energy between
     /// pods and the unallocated row: +1.0% on `__unallocated__` with 57 s scrapes on a 30 s
     /// step, against +0.3% this way).
@@ -83,13 +102,19 @@ impl DcgmGrid {
         let gap_max = (cfg.lookback_secs as i64 * 1000).max(COUNTER_GAP_MAX_MS);
         let (from, step, cells) = (self.from, self.step, self.cells as i64);
         let cell_of = |t: i64| (t - from).div_euclid(step);
+        let most_power = self.most_power();
         for (uuid, mut samples) in by_gpu {
             let Some(mut counters) = self.energy.get(uuid).cloned() else { continue };
             samples.sort_by_key(|s| s.0);
             samples.dedup_by_key(|s| s.0);
+            // A longer gap (an exporter down for hours) is spanned too where the counter's rise
+            // is one the GPU could have drawn: at most 1.5 x the most power it was seen to draw.
+            // A reset inside such a gap that climbed back past the last value can only make
+            // the delta smaller than what was used, never larger.
+            let plausible = |dt_ms: i64, delta_mj: f64| most_power.get(uuid).is_some_and(|w| delta_mj / dt_ms as f64 <= w * LONG_GAP_POWER_FACTOR);
             for w in samples.windows(2) {
                 let ((t0, v0), (t1, v1)) = (w[0], w[1]);
-                if v1 < v0 || t1 - t0 > gap_max {
+                if v1 < v0 || t1 <= t0 || (t1 - t0 > gap_max && !plausible(t1 - t0, v1 - v0)) {
                     continue;
                 }
                 for c in (cell_of(t0) + 1).max(0)..cell_of(t1).min(cells + 1) {

@@ -165,6 +165,13 @@ pub struct DcgmGrid {
     capacity: BTreeMap<String, Vec<(u32, bool)>>,
     /// First and last cell each unit was seen in.
     spans: BTreeMap<UnitKey, (usize, usize)>,
+    /// Boards replaced in the window ([`set_pool`](Self::set_pool)), by UUID: the cell a new
+    /// board (another UUID at the same node and index) was first seen in. The old board exists
+    /// until then at most, whatever the node's capacity says.
+    replaced_at: BTreeMap<String, usize>,
+    /// UUIDs that replaced an earlier board at their node and index: they exist from their
+    /// first sample, not before.
+    successors: std::collections::BTreeSet<String>,
 }
 
 /// What [`DcgmGrid::set_pool`] found about the pool, for the run's log.
@@ -189,6 +196,8 @@ impl DcgmGrid {
             spanning: BTreeMap::new(),
             capacity: BTreeMap::new(),
             spans: BTreeMap::new(),
+            replaced_at: BTreeMap::new(),
+            successors: std::collections::BTreeSet::new(),
         }
     }
 
@@ -734,6 +743,41 @@ mod pool_tests {
         // n1's one known GPU after its last sample's step (steps 30-59), and the second GPU
         // capacity names there, as unknown, for the whole window.
         assert_eq!(gpu_steps(&rows(&b), UNMEASURED), 30.0 + 60.0);
+    }
+
+    /// A board replaced: GPU-1 at index 0 until 600 s, out until 900 s (capacity one GPU less,
+    /// the node's other GPU reporting), then GPU-9 at index 0. Later the node's exporter is down
+    /// 1200-1650 s while its capacity names 2 GPUs: the node's two GPUs then are GPU-9 and
+    /// GPU-2, never the old board, and no GPU of unknown model makes up a third.
+    #[test]
+    fn a_replaced_board_is_two_gpus_each_for_its_own_time() {
+        let old = labels("GPU-1", "n1", &[]);
+        let new = labels("GPU-9", "n1", &[]);
+        let other = labels("GPU-2", "n1", &[("gpu", "1")]);
+        let up = |t: &i64| !(1200..1650).contains(t);
+        let mut cap = BTreeMap::new();
+        cap.insert("n1".to_string(), (0..60).map(|c| if (20..30).contains(&c) { (1, true) } else { (2, true) }).collect());
+        let (b, _) = grid(
+            1800,
+            &[
+                (Field::Util, old, (0..20).map(|k| (k * 30, 1.0)).collect()),
+                (Field::Util, new, (30..60).map(|k| k * 30).filter(up).map(|t| (t, 1.0)).collect()),
+                (Field::Util, other, (0..60).map(|k| k * 30).filter(up).map(|t| (t, 1.0)).collect()),
+            ],
+            cap,
+        );
+        let uuid = arrow::compute::cast(b.column_by_name("gpu_uuid").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+        let uuid = uuid.as_string::<i32>();
+        let ns = arrow::compute::cast(b.column_by_name("namespace").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+        let ns = ns.as_string::<i32>();
+        let count = |u: &str, unmeasured: bool| (0..b.num_rows()).filter(|&i| uuid.value(i) == u && (ns.is_valid(i) && ns.value(i) == UNMEASURED) == unmeasured).count();
+        // GPU-1 0-600 s; the lookback stands the last samples before the hole to 1470 s.
+        assert_eq!((count("GPU-1", false), count("GPU-1", true)), (20, 0), "the old board ends at its last sample's interval");
+        assert_eq!(count("GPU-9", false) + count("GPU-9", true), 30, "the new board from 900 s, the outage unmeasured");
+        assert_eq!(count("GPU-2", false) + count("GPU-2", true), 60);
+        assert_eq!(count("GPU-9", true), count("GPU-2", true), "the hole beyond the lookback, for both GPUs there");
+        assert!(count("GPU-2", true) > 0);
+        assert_eq!(b.num_rows(), 20 + 30 + 60, "no unknown GPU: a replaced board and its successor are one slot");
     }
 
     /// One GPU of a node goes quiet for good while the other keeps reporting (removed, or

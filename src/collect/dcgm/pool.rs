@@ -24,6 +24,7 @@ impl DcgmGrid {
                 Some((k.clone(), (first, last)))
             })
             .collect();
+        self.find_replaced_boards();
         let mut note = PoolNote::default();
         let dcgm_nodes: std::collections::BTreeSet<&str> = self.units.keys().map(|k| k.node.as_str()).collect();
         // A node named `gpu-1.ec2.internal` on one side and `gpu-1` on the other is one node:
@@ -65,10 +66,43 @@ impl DcgmGrid {
         note
     }
 
-    /// Distinct physical GPUs DCGM showed on `node` in the window.
+    /// Distinct physical GPUs DCGM showed on `node` in the window, a replaced board and its
+    /// successor counted once (one slot of the node).
     pub(super) fn known_gpus(&self, node: &str) -> u32 {
         let mut uuids: Vec<&str> = self.units.keys().filter(|k| k.node == node).map(|k| k.uuid.as_str()).collect();
         uuids.dedup();
-        uuids.len() as u32
+        uuids.iter().filter(|u| !self.replaced_at.contains_key(**u)).count() as u32
+    }
+
+    /// Boards replaced in the window: at one node and GPU index, a UUID whose samples all come
+    /// after another's last one took that GPU's place (a board swapped, a GPU fallen off the
+    /// bus and back under a new UUID). Each is a GPU of its own, for its own time.
+    fn find_replaced_boards(&mut self) {
+        // (node, index) -> [(first, last, uuid)] of its physical GPUs.
+        let mut slots: BTreeMap<(&str, i16), BTreeMap<&str, (usize, usize)>> = BTreeMap::new();
+        for (k, &(first, last)) in &self.spans {
+            let info = &self.units[k].0;
+            let e = slots.entry((k.node.as_str(), info.gpu_index)).or_default().entry(k.uuid.as_str()).or_insert((first, last));
+            (e.0, e.1) = (e.0.min(first), e.1.max(last));
+        }
+        let (mut replaced_at, mut successors) = (BTreeMap::new(), std::collections::BTreeSet::new());
+        for boards in slots.values() {
+            let mut by_time: Vec<(usize, usize, &str)> = boards.iter().map(|(u, &(f, l))| (f, l, *u)).collect();
+            by_time.sort_unstable();
+            for pair in by_time.windows(2) {
+                let ((_, old_last, old), (new_first, _, new)) = (pair[0], pair[1]);
+                if old_last < new_first {
+                    replaced_at.insert(old.to_string(), new_first);
+                    successors.insert(new.to_string());
+                }
+            }
+        }
+        (self.replaced_at, self.successors) = (replaced_at, successors);
+    }
+
+    /// Whether the node's capacity may stand for GPU `uuid` at cell `c`: not after a newer board
+    /// took its place, nor before its own first sample when it replaced an older one.
+    pub(super) fn capacity_covers(&self, uuid: &str, first_seen: Option<usize>, c: usize) -> bool {
+        self.replaced_at.get(uuid).is_none_or(|&at| c < at) && (!self.successors.contains(uuid) || first_seen.is_some_and(|f| c >= f))
     }
 }

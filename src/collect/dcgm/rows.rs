@@ -54,14 +54,18 @@ impl DcgmGrid {
     pub(super) fn gpu_rows(&self, keys: &[&UnitKey], c0: usize, c1: usize, rows: &mut GpuSamplesBuilder) {
         let parent = keys.iter().find(|k| k.gi.is_none()).map(|k| (*k, &self.units[*k]));
         let instances: Vec<(&UnitKey, &(UnitInfo, Vec<Cell>))> = keys.iter().filter(|k| k.gi.is_some()).map(|k| (*k, &self.units[*k])).collect();
-        let counters = self.energy.get(&keys[0].uuid);
-        let spanning = self.spanning.get(&keys[0].uuid).or(counters);
+        // The counters read at each step's start, the holes spanned: a measured step inside a
+        // hole (the last sample standing over it for the lookback) takes its part of the
+        // counter's delta across the hole too, so the GPU's steps add up to that delta.
+        let counters = self.spanning.get(&keys[0].uuid).or_else(|| self.energy.get(&keys[0].uuid));
+        let spanning = counters;
         let step_s = (self.step / 1000) as i32;
         let within = |k: &UnitKey, c: usize| self.spans.get(k).is_some_and(|&(a, b)| a <= c && c <= b);
         let node_capacity = self.capacity.get(&keys[0].node);
         // The GPU exists at step c: between its units' first and last sample, or while its node
-        // reports GPU capacity.
-        let exists = |c: usize| keys.iter().any(|k| within(k, c)) || node_capacity.is_some_and(|v| v[c].1);
+        // reports GPU capacity (and no newer board has taken its place).
+        let first_seen = keys.iter().filter_map(|k| self.spans.get(*k).map(|s| s.0)).min();
+        let exists = |c: usize| keys.iter().any(|k| within(k, c)) || (node_capacity.is_some_and(|v| v[c].1) && self.capacity_covers(&keys[0].uuid, first_seen, c));
         // An instance silent at a step inside its own span while others of its GPU report.
         let silent = |c: usize| instances.iter().filter(move |(k, (_, g))| !g[c].seen && within(k, c));
         // The parent's row (whole GPU, or the unpartitioned rest of a MIG GPU), cell by cell.
