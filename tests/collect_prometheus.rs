@@ -744,6 +744,16 @@ fn clusters_sharing_one_prometheus() {
         ledgers.insert(cluster, ledger);
     }
     let prom = Prom::start(&tsdb, dir);
+    // Without prometheus.cluster_label the two would be read as one pool: collect warns and
+    // check says which label to set.
+    write_config_step(dir, "m.toml", &prom.url(), "lake-mixed", 30, "");
+    let out = common::run_ok(dir, &["--config", "m.toml", "collect", "--from", FROM, "--to", TO]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("a cluster label with several values (east, west)") && log.contains("prometheus.cluster_label = \"cluster\""), "mixing is warned: {log}");
+    let check = common::bin().current_dir(dir).args(["--config", "m.toml", "check"]).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    let line = text.lines().find(|l| l.contains("clusters")).unwrap_or_else(|| panic!("check names the clusters: {text}"));
+    assert!(line.starts_with("warn") && line.contains("cluster with 2 values (east, west)") && line.contains("prometheus.cluster_label = \"cluster\""), "{line}");
     write_config_step(dir, "c.toml", &prom.url(), "lake", 30, "cluster_label = \"cluster\"");
     let out = common::run_ok(dir, &["--config", "c.toml", "collect", "--from", FROM, "--to", TO]);
     let log = String::from_utf8_lossy(&out.stderr);
