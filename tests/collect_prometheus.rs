@@ -138,6 +138,13 @@ fn chargeback_json(dir: &Path, cfg: &str) -> Value {
     serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap()
 }
 
+/// Each namespace's allocated-but-idle GPU-hours in the test day's idle report with config `cfg`.
+fn idle_gpu_hours(dir: &Path, cfg: &str) -> BTreeMap<String, f64> {
+    let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "idle", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let by_ns = idle.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
+    by_ns["rows"].as_array().unwrap().iter().map(|r| (r["namespace"].as_str().unwrap().to_string(), r["idle_gpu_hours"].number().unwrap())).collect()
+}
+
 /// The lake's files and their bytes, without the lock.
 fn lake_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     if !dir.exists() {
@@ -234,8 +241,7 @@ fn real_utilisation_scraped_every_15_s() {
     assert!(rows > expected, "the day has split steps (more rows, {rows}, than unit-steps, {expected})");
     assert_eq!(expected % 1440, 0, "every unit x 1,440 steps: {expected}");
     assert_eq!(present, expected, "every unit measured at every step, split steps counted once ({rows} rows)");
-    let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "idle"][..], &window].concat()))).unwrap();
-    let by_ns = idle.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
+    let idle = idle_gpu_hours(dir, "u.toml");
     let rows = report["rows"].as_array().unwrap();
     let mut idle_total = 0.0;
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
@@ -247,7 +253,7 @@ fn real_utilisation_scraped_every_15_s() {
         eprintln!("{ns:>16} avg_util_pct: {got:.2} vs ledger {want:.4}");
         // The report rounds to hundredths of a percent.
         assert!((got - want).abs() <= want * 0.005 + 0.005, "{ns} utilisation {got}% vs ledger {want}%");
-        let got = by_ns["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == ns.as_str()).map_or(0.0, |r| r["idle_gpu_hours"].number().unwrap());
+        let got = idle.get(ns).copied().unwrap_or(0.0);
         let want = truth["idle_gpu_hours"].number().unwrap();
         idle_total += want;
         eprintln!("{ns:>16} idle_gpu_hours: {got:.4} vs ledger {want:.4}");
@@ -261,8 +267,8 @@ fn real_utilisation_scraped_every_15_s() {
 /// two scrapes a step apart. Each such interval is split at half-way between the scrapes either
 /// side, its counter delta by time x each holder's power: every namespace's energy is within
 /// 0.5% of the ledger (the energy the trace's pods drew), its GPU-hours too, and the pool's
-/// allocated-but-idle GPU-hours within 1%. (Per namespace, idle GPU-hours are within 3% here,
-/// not yet 1%: printed, not asserted.)
+/// allocated-but-idle GPU-hours within 1%; per namespace within 3% (one namespace is 2.6% low
+/// here, not yet explained: 1% per namespace is not met yet).
 #[test]
 fn real_utilisation_scraped_every_57_s_on_a_60_s_step() {
     if !tools_present() {
@@ -274,17 +280,14 @@ fn real_utilisation_scraped_every_57_s_on_a_60_s_step() {
     let (_, prom, ledger) = simulate_and_serve(dir, &["--gpus", "32", "--step", "60", "--seed", "13", "--util-trace", trace.to_str().unwrap(), "--scrape-interval", "57", "--scrape-jitter", "3"]);
     write_config_step(dir, "u.toml", &prom.url(), "lake", 60, "");
     common::run_ok(dir, &["--config", "u.toml", "collect", "--from", FROM, "--to", TO]);
-    let window = ["--from", FROM, "--to", TO, "--format", "json"];
-    let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "chargeback"][..], &window].concat()))).unwrap();
-    agrees_with_ledger(&report, &ledger);
-    let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "idle"][..], &window].concat()))).unwrap();
-    let by_ns = idle.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
+    agrees_with_ledger(&chargeback_json(dir, "u.toml"), &ledger);
+    let idle = idle_gpu_hours(dir, "u.toml");
     let (mut idle_total, mut idle_got) = (0.0, 0.0);
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
         if ns == "__unallocated__" || truth["gpu_seconds"].number().unwrap() == 0.0 {
             continue;
         }
-        let got = by_ns["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == ns.as_str()).map_or(0.0, |r| r["idle_gpu_hours"].number().unwrap());
+        let got = idle.get(ns).copied().unwrap_or(0.0);
         let want = truth["idle_gpu_hours"].number().unwrap();
         idle_total += want;
         idle_got += got;
