@@ -15,6 +15,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("cluster_gpus", include_str!("../queries/cluster_gpus.sql")),
     ("completeness", include_str!("../queries/completeness.sql")),
     ("unmeasured", include_str!("../queries/unmeasured.sql")),
+    ("mixed_nodes", include_str!("../queries/mixed_nodes.sql")),
     ("gaps", include_str!("../queries/gaps.sql")),
     ("events", include_str!("../queries/events.sql")),
     ("heatmap", include_str!("../queries/heatmap.sql")),

@@ -839,6 +839,12 @@ fn clusters_sharing_one_prometheus() {
     let text = String::from_utf8_lossy(&check.stdout);
     let line = text.lines().find(|l| l.contains("clusters")).unwrap_or_else(|| panic!("check names the clusters: {text}"));
     assert!(line.starts_with("warn") && line.contains("cluster with 2 values (east, west)") && line.contains("prometheus.cluster_label = \"cluster\""), "{line}");
+    // The lake collected so names the nodes both clusters have (gpu-node-01 and -02), two
+    // GPUs at each index of theirs at once; west's third node is one node.
+    let out = common::bin().current_dir(dir).args(["--config", "m.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]).output().unwrap();
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(c["mixed_nodes"], serde_json::json!(["gpu-node-01", "gpu-node-02"]), "{c}");
+    assert!(c["notes"].to_string().contains("2 nodes hold two GPUs at one index at the same time: gpu-node-01 (8 GPU indexes)"), "{}", c["notes"]);
     write_config_step(dir, "c.toml", &prom.url(), "lake", 30, "cluster_label = \"cluster\"");
     let out = common::run_ok(dir, &["--config", "c.toml", "collect", "--from", FROM, "--to", TO]);
     let log = String::from_utf8_lossy(&out.stderr);

@@ -51,6 +51,9 @@ pub struct Completeness {
     pub days: Vec<DayCompleteness>,
     /// GPU time no sample covered, per node (GPU-us, first and last step), most first.
     pub unmeasured: Vec<(String, i64, i64, i64)>,
+    /// Nodes with two GPUs at one index at the same time (two nodes under one name: clusters
+    /// mixed in the lake, `queries/mixed_nodes.sql`), with how many indexes.
+    pub mixed_nodes: Vec<(String, i64)>,
 }
 
 fn shape(detail: impl Into<String>) -> ReportError {
@@ -196,6 +199,16 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
             unmeasured.push((node[i].clone().unwrap_or_default(), us[i], first[i], last[i]));
         }
     }
+    let mut mixed_nodes = Vec::new();
+    for b in &run_query(ctx, "mixed_nodes", &queries.get("mixed_nodes")?, params.clone()).await? {
+        let (node, indexes) = (col_str(b, "node")?, col_i64(b, "gpu_indexes")?);
+        for i in 0..b.num_rows() {
+            mixed_nodes.push((node[i].clone().unwrap_or_default(), indexes[i]));
+        }
+    }
+    if !mixed_nodes.is_empty() {
+        tracing::warn!("{}", mixed_nodes_note(&mixed_nodes));
+    }
     let sql = queries.get("gaps")?;
     let gap_batches = run_query(ctx, "gaps", &sql, params[..2].to_vec()).await?;
     let mut gaps: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
@@ -242,7 +255,18 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
         days.push(DayCompleteness { date: d, source: "kube", expected: steps_expected, present: kube_present, gap_ms: kube_gap });
         d += Duration::days(1);
     }
-    Ok(Completeness { window: *window, step_s: step, days, unmeasured })
+    Ok(Completeness { window: *window, step_s: step, days, unmeasured, mixed_nodes })
+}
+
+/// What the lake's nodes with two GPUs at one index at once say.
+fn mixed_nodes_note(mixed: &[(String, i64)]) -> String {
+    let list: Vec<String> = mixed.iter().take(10).map(|(n, k)| format!("{n} ({k} GPU indexes)")).collect();
+    format!(
+        "{} nodes hold two GPUs at one index at the same time: {}{}. Two nodes under one name: several clusters collected as one (set prometheus.cluster_label, then collect the window again with --replace), or an exporter without the gpu label",
+        mixed.len(),
+        list.join(", "),
+        if mixed.len() > 10 { ", ..." } else { "" }
+    )
 }
 
 /// The unit-steps of `[ds, de)` the pool held, by a day's counts: each (unit, step) with a row,
@@ -368,6 +392,10 @@ impl Completeness {
                 m.insert(n.clone(), Value::from(*us));
             }
             meta.insert("unmeasured_gpu_us".into(), Value::Object(m));
+        }
+        if !self.mixed_nodes.is_empty() {
+            notes.push(mixed_nodes_note(&self.mixed_nodes));
+            meta.insert("mixed_nodes".into(), Value::Array(self.mixed_nodes.iter().map(|(n, _)| Value::String(n.clone())).collect()));
         }
         notes.push(format!("window {} to {}; step {} s", self.window.start.to_rfc3339(), self.window.end.to_rfc3339(), self.step_s));
         meta.insert("window_start".into(), Value::String(self.window.start.to_rfc3339()));
