@@ -58,7 +58,6 @@ impl DcgmGrid {
         // hole (the last sample standing over it for the lookback) takes its part of the
         // counter's delta across the hole too, so the GPU's steps add up to that delta.
         let counters = self.spanning.get(&keys[0].uuid).or_else(|| self.energy.get(&keys[0].uuid));
-        let spanning = counters;
         let step_s = (self.step / 1000) as i32;
         let within = |k: &UnitKey, c: usize| self.spans.get(k).is_some_and(|&(a, b)| a <= c && c <= b);
         let node_capacity = self.capacity.get(&keys[0].node);
@@ -92,12 +91,12 @@ impl DcgmGrid {
                 let layout: Vec<_> = instances.iter().filter(|(k, _)| within(k, c)).collect();
                 let mut rest = 1.0;
                 for (key, (info, _)) in &layout {
-                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, &no_values, None, spanning, c, step_s, true);
+                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, &no_values, None, counters, c, step_s, true);
                     rest -= info.share;
                 }
                 if rest > 1e-9 {
                     let info = parent.map_or_else(|| &instances[0].1 .0, |(_, (info, _))| info);
-                    self.push_rows(rows, &whole_key, info, None, rest, &no_values, None, spanning, c, step_s, true);
+                    self.push_rows(rows, &whole_key, info, None, rest, &no_values, None, counters, c, step_s, true);
                 }
             }
         }
@@ -108,7 +107,7 @@ impl DcgmGrid {
                     let parent_values = parent.map(|(_, (_, g))| &g[c]).filter(|p| p.seen).map(|p| &p.values);
                     self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, parent_values, counters, c, step_s, false);
                 } else if within(key, c) && instances.iter().any(|(_, (_, g))| g[c].seen) {
-                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, &no_values, None, spanning, c, step_s, true);
+                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, &no_values, None, counters, c, step_s, true);
                 }
             }
         }
