@@ -2,6 +2,7 @@
 //! chargeback is keyed by, sizes, lake locations and tariff times. It imports nothing from the
 //! rest of gpuledger; every other layer builds on it (docs/architecture.md).
 
+pub mod boards;
 pub mod charge_by;
 pub mod dcgm_field;
 pub mod location;

@@ -14,6 +14,7 @@ use super::render::{Cell, Report};
 use super::Result;
 use crate::engine::run_query;
 use crate::queries::Queries;
+use crate::domain::boards::{replacements, Board};
 use crate::domain::window::Window;
 
 const R: &str = "inventory";
@@ -60,20 +61,17 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     let mut replaced: BTreeMap<(String, String), usize> = BTreeMap::new();
     for ((node, model), e) in &pool {
         for (ix, boards) in &e.boards {
-            let mut by_time: Vec<(i64, i64, &str)> = boards.iter().map(|(u, &(f, l))| (f, l, u.as_str())).collect();
-            by_time.sort_unstable();
-            for pair in by_time.windows(2) {
-                let ((old_first, old_last, old), (new_first, new_last, new)) = (pair[0], pair[1]);
-                if old_last < new_first {
-                    *replaced.entry((node.clone(), model.clone())).or_default() += 1;
-                    replaced_notes.push(format!(
-                        "{node} GPU {ix} replaced: {old} ({} to {}), then {new} ({} to {})",
-                        rfc3339(old_first),
-                        rfc3339(old_last),
-                        rfc3339(new_first),
-                        rfc3339(new_last)
-                    ));
-                }
+            for (old, new) in replacements(boards.iter().map(|(uuid, &(first, last))| Board { first, last, uuid: uuid.as_str() })) {
+                *replaced.entry((node.clone(), model.clone())).or_default() += 1;
+                replaced_notes.push(format!(
+                    "{node} GPU {ix} replaced: {} ({} to {}), then {} ({} to {})",
+                    old.uuid,
+                    rfc3339(old.first),
+                    rfc3339(old.last),
+                    new.uuid,
+                    rfc3339(new.first),
+                    rfc3339(new.last)
+                ));
             }
         }
     }

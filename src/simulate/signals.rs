@@ -216,7 +216,10 @@ impl<'a> SignalModel<'a> {
                         (None, Behavior::DataStarved) if (step_no + id as u64) % 12 < 4 => 0.0,
                         _ => pod.base_util + 6.0 * noise,
                     };
-                    let util = util.clamp(0.0, 100.0);
+                    // Read inside the step its container started in (a scrape between the
+                    // steps' starts): still loading, at 0%, as the ledger and the energy have it.
+                    let loading = pod.started.is_some_and(|st| st > step_no as i64 * self.step_ms);
+                    let util = if loading { 0.0 } else { util.clamp(0.0, 100.0) };
                     s.util_pct = if unit.mig_profile.is_some() { (util * 100.0).round() / 100.0 } else { util.round() };
                     let fb = unit.fb_mib as f64;
                     let started = pod.started.unwrap_or(ts);

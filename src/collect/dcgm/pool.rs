@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::domain::boards::{replacements, Board};
 
 impl DcgmGrid {
     /// The pool's inventory over time, after every [`fill`](Self::fill): a GPU exists from the
@@ -87,14 +88,9 @@ impl DcgmGrid {
         }
         let (mut replaced_at, mut successors) = (BTreeMap::new(), std::collections::BTreeSet::new());
         for boards in slots.values() {
-            let mut by_time: Vec<(usize, usize, &str)> = boards.iter().map(|(u, &(f, l))| (f, l, *u)).collect();
-            by_time.sort_unstable();
-            for pair in by_time.windows(2) {
-                let ((_, old_last, old), (new_first, _, new)) = (pair[0], pair[1]);
-                if old_last < new_first {
-                    replaced_at.insert(old.to_string(), new_first);
-                    successors.insert(new.to_string());
-                }
+            for (old, new) in replacements(boards.iter().map(|(uuid, &(first, last))| Board { first, last, uuid })) {
+                replaced_at.insert(old.uuid.to_string(), new.first);
+                successors.insert(new.uuid.to_string());
             }
         }
         (self.replaced_at, self.successors) = (replaced_at, successors);
