@@ -51,6 +51,31 @@ requested_day AS (
   FROM requested q
   GROUP BY q.cluster, q.namespace, q.node, q.gpu_model, q.date
 ),
+-- Requests that add up to more GPU time than the node-day had (a sharing layer, HAMi's vGPUs
+-- or time-slicing replicas, counted as nvidia.com/gpu: four pods of one vGPU each on one GPU)
+-- are scaled down together to fit it, so the rest never goes negative; `report chargeback`
+-- names those node-days (`queries/fallback_oversubscribed.sql`).
+node_requested AS (
+  SELECT cluster, node, date, SUM(gpu_us) AS gpu_us
+  FROM requested_day
+  GROUP BY cluster, node, date
+),
+scaled AS (
+  SELECT
+    q.cluster, q.namespace, q.node, q.gpu_model, q.date,
+    CASE WHEN t.gpu_us > u.gpu_us
+      THEN CAST(floor(CAST(q.gpu_us AS DOUBLE) * (CAST(u.gpu_us AS DOUBLE) / CAST(t.gpu_us AS DOUBLE))) AS BIGINT)
+      ELSE q.gpu_us END                                                                 AS gpu_us,
+    CASE WHEN t.gpu_us > u.gpu_us
+      THEN CAST(CAST(q.gpu_cost_us AS DOUBLE) * (CAST(u.gpu_us AS DOUBLE) / CAST(t.gpu_us AS DOUBLE)) AS DECIMAL(38, 12))
+      ELSE q.gpu_cost_us END                                                            AS gpu_cost_us,
+    CASE WHEN t.gpu_us > u.gpu_us
+      THEN CAST(floor(CAST(q.unpriced_gpu_us AS DOUBLE) * (CAST(u.gpu_us AS DOUBLE) / CAST(t.gpu_us AS DOUBLE))) AS BIGINT)
+      ELSE q.unpriced_gpu_us END                                                        AS unpriced_gpu_us
+  FROM requested_day q
+  JOIN node_requested t ON t.cluster = q.cluster AND t.node = q.node AND t.date = q.date
+  JOIN unmapped_day u ON u.cluster = q.cluster AND u.node = q.node AND u.date = q.date
+),
 -- Each namespace's part of its unmapped node's day: energy, power, carbon and utilisation by
 -- its share of the node's GPU time that day.
 fallback AS (
@@ -64,7 +89,7 @@ fallback AS (
     CAST(CAST(u.power_cost_mj AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12)) AS power_cost_mj,
     CAST(CAST(u.carbon_mg AS DOUBLE) * (CAST(q.gpu_us AS DOUBLE) / CAST(u.gpu_us AS DOUBLE)) AS DECIMAL(38, 12))     AS carbon_mg,
     q.unpriced_gpu_us
-  FROM requested_day q
+  FROM scaled q
   JOIN unmapped_day u ON u.cluster = q.cluster AND u.node = q.node AND u.date = q.date
   WHERE u.gpu_us > 0
 ),

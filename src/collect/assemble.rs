@@ -163,7 +163,22 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
         );
     }
     drop(joined);
-    let pool = grid.set_pool(kube.gpu_capacity(cfg.lookback_secs as i64 * 1000));
+    let hami = kube.hami_nodes();
+    for (node, pods) in &hami {
+        tracing::warn!(
+            "{}node {node}: {pods} pods request HAMi's share of a GPU (nvidia.com/gpucores, gpumem): its nvidia.com/gpu capacity counts vGPUs, not GPUs; its GPUs are those DCGM reports, and requests of nvidia.com/gpu there are vGPUs (the request-based fallback scales them to the node's GPU time)",
+            in_cluster(name, cfg)
+        );
+    }
+    let uncounted = kube.uncounted_resources();
+    if !uncounted.is_empty() {
+        tracing::info!(
+            "{}requests of {} are not device counts (sizes, percentages, priorities) and are never read as GPUs",
+            in_cluster(name, cfg),
+            uncounted.iter().map(|r| crate::collect::kube::resource_name(r)).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let pool = grid.set_pool(kube.gpu_capacity(cfg.lookback_secs as i64 * 1000, &hami));
     if pool.names_disagree {
         tracing::warn!(
             "{}kube_node_status_capacity's node names share none with DCGM's ({}): the pool is the GPUs DCGM reported, GPU time of nodes without a DCGM exporter is not counted",

@@ -11,6 +11,7 @@ use chrono::NaiveDate;
 
 use super::labels::{sane, LabelPick};
 use super::prometheus::Series;
+use crate::domain::gpu_resource::GpuResource;
 use crate::config::PrometheusConfig;
 use crate::lake::rows::{PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
 use crate::lake::Table;
@@ -290,16 +291,38 @@ impl KubeState {
         }
     }
 
+    /// The pod's GPU request: the device-counting resources only (`GpuResource`), never
+    /// HAMi's sizes and percentages.
     fn gpu_request(pod: &Pod) -> (Option<String>, i32) {
         let mut resource = None;
         let mut total = 0.0;
         for ((_, r), v) in &pod.requests {
-            if r.starts_with("nvidia_com_") {
+            if GpuResource::of(r).is_some_and(GpuResource::counts_devices) {
                 resource.get_or_insert_with(|| resource_name(r));
                 total += v;
             }
         }
         (resource, total.round() as i32)
+    }
+
+    /// Nodes a sharing layer splits, by evidence: pods bound there request HAMi's share of a GPU
+    /// (`nvidia.com/gpucores`, `gpumem`, `gpumem-percentage`). There `nvidia.com/gpu` counts
+    /// vGPUs, not GPUs. Per node, the number of such pods.
+    pub fn hami_nodes(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for p in self.pods.values() {
+            let Some(node) = &p.node else { continue };
+            if p.requests.keys().any(|(_, r)| GpuResource::of(r) == Some(GpuResource::HamiShare)) {
+                *out.entry(node.clone()).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
+    /// The `nvidia_com_*` resources pods requested that are not device counts (HAMi's shares, a
+    /// vendor's own), never read as GPUs: named once in the run's log.
+    pub fn uncounted_resources(&self) -> std::collections::BTreeSet<&str> {
+        self.pods.values().flat_map(|p| p.requests.keys()).map(|(_, r)| r.as_str()).filter(|r| GpuResource::of(r).is_some_and(|k| !k.counts_devices())).collect()
     }
 
     /// GPU pods by the day they were created.
@@ -420,7 +443,7 @@ mod tests {
             .map(|t| (t, 8.0))
             .collect();
         k.add(KubeMetric::NodeCapacity, &[s(&l, &alive)], &cfg);
-        let cap = k.gpu_capacity(300_000);
+        let cap = k.gpu_capacity(300_000, &BTreeMap::new());
         let cells = &cap["gpu-as-1"];
         let gpu_cells: u32 = cells.iter().map(|c| c.0).sum();
         assert_eq!(gpu_cells as i64, 8 * 12 * 120, "8 GPUs x 12 h of 30 s steps, nothing after 18:00");
@@ -446,6 +469,37 @@ mod tests {
         let days = k.pods_by_day();
         let rows: usize = days.values().map(|b| b.num_rows()).sum();
         assert_eq!(rows, 2);
+    }
+
+    /// A HAMi pod requests one vGPU, 25% of the cores and 20 GiB: its GPU request is 1, never
+    /// 20,481 (the MiB and the percentage summed in), and its node is named as HAMi's, whose
+    /// `nvidia.com/gpu: 40` then says the node is there, not that it has 40 GPUs.
+    #[test]
+    fn hami_shares_are_not_gpus_and_mark_their_node() {
+        let cfg = PrometheusConfig::default();
+        let mut k = KubeState::new(0, 600_000, 30);
+        let pod = [("namespace", "ns"), ("pod", "infer-0"), ("uid", "u1")];
+        k.add(KubeMetric::Created, &[s(&pod, &[(0, 1.0)])], &cfg);
+        let mut info = pod.to_vec();
+        info.push(("node", "hami-1"));
+        k.add(KubeMetric::Info, &[s(&info, &[(0, 1.0)])], &cfg);
+        let req = |resource: &'static str, v: f64| {
+            let mut l = pod.to_vec();
+            l.extend([("container", "c"), ("resource", resource)]);
+            s(&l, &[(0, v)])
+        };
+        k.add(KubeMetric::Requests, &[req("nvidia_com_gpu", 1.0), req("nvidia_com_gpucores", 25.0), req("nvidia_com_gpumem", 20_480.0), req("cpu", 4.0)], &cfg);
+        let pods = k.pods_by_day();
+        let b = pods.values().next().expect("the pod's day");
+        let gpus = b.column_by_name("gpu_request").unwrap().as_any().downcast_ref::<arrow::array::Int32Array>().unwrap();
+        assert_eq!(gpus.value(0), 1);
+        assert_eq!(k.hami_nodes().get("hami-1"), Some(&1));
+        assert_eq!(k.uncounted_resources().into_iter().collect::<Vec<_>>(), ["nvidia_com_gpucores", "nvidia_com_gpumem"]);
+        let cap = [("node", "hami-1"), ("resource", "nvidia_com_gpu")];
+        k.add(KubeMetric::NodeCapacity, &[s(&cap, &[(0, 40.0), (300_000, 40.0)])], &cfg);
+        let cells = &k.gpu_capacity(300_000, &k.hami_nodes())["hami-1"];
+        assert_eq!(cells[0], (0, true), "there, with no GPU count of its own");
+        assert_eq!(k.gpu_capacity(300_000, &BTreeMap::new())["hami-1"][0], (40, true));
     }
 }
 
@@ -476,7 +530,10 @@ impl KubeState {
     /// else one step), never the lookback: a node the autoscaler removed stops reporting, and
     /// a live Prometheus marks its series stale at the next scrape, so its GPUs do not linger
     /// in the pool for minutes after it is gone.
-    pub fn gpu_capacity(&self, lookback_ms: i64) -> BTreeMap<String, Vec<(u32, bool)>> {
+    ///
+    /// On a node in `shared` (a sharing layer's, [`hami_nodes`](Self::hami_nodes)) the
+    /// `nvidia.com/gpu` capacity counts vGPUs: it says the node is there, never how many GPUs.
+    pub fn gpu_capacity(&self, lookback_ms: i64, shared: &BTreeMap<String, usize>) -> BTreeMap<String, Vec<(u32, bool)>> {
         let cells = ((self.to - self.from) / self.step).max(0) as usize;
         let reach = (lookback_ms / self.step).max(1) as usize;
         // (node, resource) -> the cells with a sample and its value, in time order.
@@ -507,7 +564,7 @@ impl KubeState {
             for (o, v) in cells_out.iter_mut().zip(values) {
                 if v > 0.0 {
                     o.1 = true;
-                    if resource == "nvidia_com_gpu" {
+                    if resource == "nvidia_com_gpu" && !shared.contains_key(node) {
                         o.0 += v.round() as u32;
                     }
                 }

@@ -5,6 +5,7 @@
 pub mod boards;
 pub mod charge_by;
 pub mod dcgm_field;
+pub mod gpu_resource;
 pub mod location;
 pub mod mig;
 pub mod money;

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use super::{MJ_PER_KWH, RAW_PER_UNIT, US_PER_HOUR};
 use crate::config::{Config, CostBasis};
+use crate::domain::money::{format_units, round_ratio};
 use crate::domain::window::Window;
 
 /// Exact quantities: integers, and money in raw units (see `RAW_PER_UNIT`).
@@ -119,6 +121,51 @@ impl Chargeback {
 
     pub fn energy_conserved(&self) -> bool {
         self.rows_energy_mj() == self.cluster_energy_mj
+    }
+
+    /// What no bill may publish, named: a detail row with negative GPU time, energy, carbon or
+    /// money (a money figure that rounds below zero at cents), and a pool of more GPU time
+    /// than its GPUs had in the window. Empty when the bill is sane.
+    pub fn impossible_rows(&self) -> Vec<String> {
+        let hours = |us: i64| format_units(round_ratio(us as i128, US_PER_HOUR, 4), 4);
+        let money = |raw: i128| format_units(round_ratio(raw, RAW_PER_UNIT, 2), 2);
+        let below_zero = |raw: i128| raw * 200 < -RAW_PER_UNIT;
+        let mut found = Vec::new();
+        for r in &self.detail {
+            let q = &r.q;
+            let mut what = Vec::new();
+            if q.gpu_us < 0 {
+                what.push(format!("{} GPU-hours", hours(q.gpu_us)));
+            }
+            if q.energy_mj < 0 {
+                what.push(format!("{} kWh", format_units(round_ratio(q.energy_mj as i128, MJ_PER_KWH, 4), 4)));
+            }
+            if q.carbon_mg < 0 {
+                what.push("negative carbon".to_string());
+            }
+            for (name, raw) in [("gpu_cost", q.gpu_cost), ("power_cost", q.power_cost), ("cpu_cost", q.cpu_cost), ("memory_cost", q.memory_cost)] {
+                if below_zero(raw) {
+                    what.push(format!("{name} {}", money(raw)));
+                }
+            }
+            if !what.is_empty() {
+                let cluster = if r.cluster.is_empty() { String::new() } else { format!("{}/", r.cluster) };
+                let model = r.gpu_model.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
+                let profile = r.mig_profile.as_deref().map(|p| format!(" {p}")).unwrap_or_default();
+                found.push(format!("{cluster}{}{model}{profile} {}: {}", r.namespace, r.date, what.join(", ")));
+            }
+        }
+        let most = (self.cluster_gpus as i128) * (self.window.seconds() as i128) * 1_000_000;
+        if self.cluster_gpu_us as i128 > most {
+            found.push(format!(
+                "the pool: {} GPU-hours for {} GPUs x {} h (at most {} GPU-hours)",
+                hours(self.cluster_gpu_us),
+                self.cluster_gpus,
+                self.window.seconds() / 3600,
+                format_units(round_ratio(most, US_PER_HOUR, 4), 4)
+            ));
+        }
+        found
     }
 
     pub fn owner(&self, config: &Config, namespace: &str) -> Owner {
