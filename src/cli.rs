@@ -204,6 +204,12 @@ pub struct SimulateArgs {
     /// out 12:00-12:30 UTC (its node's capacity one GPU less), then a new board, a new UUID.
     #[arg(long)]
     pub replace_gpu: bool,
+    /// One more node of 4 H100s that HAMi shares: each GPU split into vGPU slots of 50, 25, 15
+    /// and 10% of its cores, pods of servers and notebooks requesting `nvidia.com/gpu: 1` with
+    /// the slot's `nvidia.com/gpucores` and `gpumem`, the node advertising 10 vGPUs per GPU, and
+    /// DCGM naming no pod there (as dcgm-exporter does under HAMi).
+    #[arg(long)]
+    pub hami_node: bool,
     /// With --openmetrics: a rolling update of the dcgm-exporter DaemonSet from 09:00 UTC of the
     /// window's first day: each node's exporter away 70 s, one node every 90 s, the new pod at
     /// a new address (`instance`).

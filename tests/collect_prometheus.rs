@@ -406,6 +406,66 @@ fn replicas_relabelling_and_exporter_outages() {
     }
 }
 
+/// A HAMi node beside plain ones, as a new user's cluster has it (issue 44's sane bill): 4 H100s
+/// split into vGPU slots of 50/25/15/10% of the cores, pods requesting `nvidia.com/gpu: 1` with
+/// their slot's `nvidia.com/gpucores` (a percentage) and `gpumem` (MiB), the node advertising 10
+/// vGPUs per GPU (`nvidia.com/gpu: 40`), DCGM naming no pod there. Neither the MiB nor the
+/// percentage is read as GPUs, the 40 vGPUs are not 36 GPUs of unknown model, and the vGPUs'
+/// requests are scaled to the node's GPU time: the pool is the ledger's to the microsecond,
+/// no row is negative, the other namespaces agree with the ledger, completeness is whole.
+#[test]
+fn a_hami_node_never_makes_a_nonsense_bill() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (prom, ledger) = simulated_day(dir, "31", &["--hami-node"]);
+    let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
+    assert!(om.contains("resource=\"nvidia_com_gpucores\"") && om.contains("resource=\"nvidia_com_gpumem\""), "HAMi's requests are in the history");
+    assert!(om.contains("kube_node_status_capacity{node=\"gpu-node-hami-01\",resource=\"nvidia_com_gpu\",unit=\"integer\",instance=\"10.0.0.5:8080\",job=\"kube-state-metrics\"} 40 "), "40 vGPUs advertised");
+    write_config(dir, "h.toml", &prom.url(), "lake", "");
+    let out = common::run_ok(dir, &["--config", "h.toml", "collect", "--from", FROM, "--to", TO]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("node gpu-node-hami-01:") && log.contains("counts vGPUs, not GPUs"), "the HAMi node is named: {log}");
+    assert!(log.contains("nvidia.com/gpucores") && log.contains("never read as GPUs"), "{log}");
+    let query = |sql: &str| common::parse_csv(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "query", sql, "--format", "csv"]))).1;
+    let unknown = query("SELECT count(*) FROM gpu_samples WHERE CAST(gpu_uuid AS VARCHAR) LIKE 'unmeasured/%'");
+    assert_eq!(unknown[0][0], "0", "no GPU of unknown model from the vGPU count");
+
+    let report = chargeback_json(dir, "h.toml");
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(report["conservation"]["cluster_gpu_us"].number().unwrap(), ledger["cluster_gpu_seconds"].number().unwrap() * 1e6, "the pool: the physical GPUs x the day");
+    for r in rows {
+        for k in ["gpu_hours", "energy_kwh", "gpu_cost", "total_cost"] {
+            assert!(r[k].number().unwrap() >= 0.0, "no negative {k}: {r}");
+        }
+    }
+    let pool_h = ledger["cluster_gpu_seconds"].number().unwrap() / 3600.0;
+    let row = |ns: &str| rows.iter().find(|r| r["namespace"] == ns);
+    // The HAMi node's tenants (servers, notebooks) are charged at most what they held plus the
+    // node's time, never a million GPU-hours; the others exactly as the ledger has them.
+    let hami_h = 4.0 * 24.0;
+    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
+        let want = truth["gpu_hours"].number().unwrap();
+        let got = row(ns).map_or(0.0, |r| r["gpu_hours"].number().unwrap());
+        eprintln!("{ns:>16} gpu_hours: {got:.4} vs ledger {want:.4}");
+        assert!(got <= pool_h, "{ns}: {got} GPU-h of a {pool_h} GPU-h pool");
+        if ["team-inference", "team-research", "__unallocated__"].contains(&ns.as_str()) {
+            assert!((got - want).abs() <= hami_h, "{ns}: {got} GPU-h vs the ledger's {want}: off by at most the HAMi node's day");
+        } else {
+            assert!((got - want).abs() <= want * 0.005 + 1e-3, "{ns}: {got} GPU-h vs the ledger's {want}");
+        }
+    }
+    // Completeness counts the HAMi node's 4 GPUs, not its 40 vGPUs.
+    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    assert_eq!(c["dcgm"]["expected"].as_i64().unwrap(), ledger["pool_unit_steps"].as_i64().unwrap(), "expected: the unit-steps the pool held");
+    let inv = common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "json"]));
+    let inv: Value = serde_json::from_str(&inv).unwrap();
+    let node = inv["rows"].as_array().unwrap().iter().find(|r| r["node"] == "gpu-node-hami-01").expect("the HAMi node in the inventory");
+    assert_eq!(node["gpus"].number().unwrap(), 4.0, "{node}");
+}
+
 /// A day shaped like a cloud cluster's, backfilled into a real Prometheus and collected: an L4
 /// node the autoscaler adds at 06:00 and removes at 18:00, a GPU board replaced (out 12:00-12:30,
 /// then a new UUID), the dcgm-exporter DaemonSet rolled out on every node (70 s without a

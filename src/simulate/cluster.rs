@@ -56,6 +56,9 @@ pub struct Unit {
     /// A time-slicing replica (`nvidia.com/gpu.shared`): the pods holding a GPU's replicas at
     /// an instant share it evenly, 1/n each.
     pub time_sliced: bool,
+    /// A HAMi vGPU slot: `share` of its GPU's cores (`nvidia.com/gpucores`), held by one pod;
+    /// DCGM shows the GPU once, with no pod (HAMi#1032).
+    pub hami: bool,
 }
 
 /// One physical GPU and the units carved from it.
@@ -105,7 +108,17 @@ pub struct PoolShape {
     /// The first whole GPU of the first node has its board replaced on the window's first day:
     /// out from 12:00 to 12:30, then a new board with a new UUID.
     pub replace_gpu: bool,
+    /// One more H100 node of `HAMI_GPUS` GPUs that HAMi shares: each GPU is `HAMI_SLOTS_PCT`
+    /// vGPU slots (pods request `nvidia.com/gpu: 1` and the slot's `gpucores` and `gpumem`), the
+    /// node advertises `HAMI_SPLIT` vGPUs per GPU as `nvidia.com/gpu`, and DCGM names no pod there.
+    pub hami: bool,
 }
+
+/// The HAMi node's GPUs, their vGPU slots (percent of the cores each, summing to 100) and the
+/// vGPUs per GPU it advertises (HAMi's default `deviceSplitCount`).
+pub const HAMI_GPUS: usize = 4;
+pub const HAMI_SLOTS_PCT: [u32; 4] = [50, 25, 15, 10];
+pub const HAMI_SPLIT: usize = 10;
 
 /// The autoscaled node's life, and the replaced board's gap, from the window's first midnight.
 pub const AUTOSCALE_FROM_MS: i64 = 6 * 3_600_000;
@@ -170,6 +183,7 @@ impl Cluster {
                         fb_mib: fb,
                         gpu: gpu_idx,
                         time_sliced: sliced,
+                        hami: false,
                     });
                     phys.units.push(u);
                     cluster.nodes[i].units.push(u);
@@ -205,9 +219,39 @@ impl Cluster {
                     fb_mib: L4.fb_mib,
                     gpu,
                     time_sliced: false,
+                    hami: false,
                 });
                 self.nodes[i].units.push(u);
                 self.gpus.push(PhysicalGpu { node: i, units: vec![u], model: &L4, life: life.clone() });
+            }
+        }
+        if shape.hami {
+            let i = self.nodes.len();
+            self.nodes.push(Node { name: "gpu-node-hami-01".into(), model: &H100, mig: false, units: Vec::new() });
+            for g in 0..HAMI_GPUS {
+                let gpu = self.gpus.len();
+                let mut phys = PhysicalGpu { node: i, units: Vec::new(), model: &H100, life: Lifetime::default() };
+                let uuid = gpu_uuid(seed ^ 0x4A31_0000, i, g);
+                for cores in HAMI_SLOTS_PCT {
+                    let u = self.units.len();
+                    let share = cores as f64 / 100.0;
+                    self.units.push(Unit {
+                        node: i,
+                        gpu_index: g as i16,
+                        uuid: uuid.clone(),
+                        model: &H100,
+                        mig_profile: None,
+                        gi_id: None,
+                        share,
+                        fb_mib: (H100.fb_mib as f64 * share).round() as f32,
+                        gpu,
+                        time_sliced: false,
+                        hami: true,
+                    });
+                    phys.units.push(u);
+                    self.nodes[i].units.push(u);
+                }
+                self.gpus.push(phys);
             }
         }
         if shape.replace_gpu {

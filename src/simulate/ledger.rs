@@ -358,7 +358,8 @@ pub fn pool_unit_steps(cluster: &Cluster, window: (i64, i64), step_ms: i64) -> i
     let (ws, we) = window;
     let mut n = 0;
     for gpu in &cluster.gpus {
-        let units = gpu.units.iter().filter(|&&u| !cluster.units[u].time_sliced).count().max(1) as i64;
+        // A HAMi GPU is one series too: DCGM sees the GPU, not its vGPUs.
+        let units = gpu.units.iter().filter(|&&u| !cluster.units[u].time_sliced && !cluster.units[u].hami).count().max(1) as i64;
         let mut k = ws;
         while k < we {
             if gpu.life.exists(k) {

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use super::cluster::{HAMI_SLOTS_PCT, HAMI_SPLIT};
 use super::scheduler::SimPod;
 use crate::domain::dcgm_field::Field as Dcgm;
 use super::signals::{GpuStep, SignalModel, UnitCursor};
@@ -249,6 +250,12 @@ impl<W: Write> OmWriter<'_, W> {
                 if (fam == Dcgm::Util && mig) || (fam == Dcgm::EngineActive && !mig) || (mig && device_level && on_parent) {
                     continue;
                 }
+                // HAMi's vGPUs are invisible to DCGM: one series per GPU (its first slot's),
+                // the GPU's own values, no pod (HAMi#1032).
+                let hami = unit.hami;
+                if hami && sim.cluster.gpus[unit.gpu].units[0] != u {
+                    continue;
+                }
                 // Group the unit's steps by holder (and label convention): one series per label
                 // set, each contiguous.
                 let flip_at = (unit.node < self.options.honor_labels_flip).then(|| (ws + we) / 2);
@@ -263,6 +270,7 @@ impl<W: Write> OmWriter<'_, W> {
                         continue;
                     }
                     let (holder, _) = cursor.at(&sim.schedule.occupancy[u], &sim.schedule.zombies[u], ts);
+                    let holder = holder.filter(|_| !hami);
                     // A time-sliced GPU has one series per pod sharing it, or one without a pod.
                     if unit.time_sliced && self.model.gpu_at(unit.gpu, ts).shares[slot] <= 0.0 {
                         continue;
@@ -304,12 +312,22 @@ impl<W: Write> OmWriter<'_, W> {
                     for ts in ks {
                         let g = self.model.gpu_at(unit.gpu, ts);
                         let i = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
-                        let us = g.units[i];
+                        let mut us = g.units[i];
+                        let mut fb_total = unit.fb_mib as f64;
+                        if hami {
+                            // The whole GPU: its slots' work and framebuffer together.
+                            let slots = &sim.cluster.gpus[unit.gpu].units;
+                            us.util_pct = (0..slots.len()).map(|k| self.util_at(unit.gpu, k, &g, ts) * g.shares[k]).sum::<f64>().round();
+                            us.mem_used_mib = (0..slots.len()).map(|k| g.units[k].mem_used_mib).sum();
+                            us.xid = (0..slots.len()).map(|k| g.units[k].xid).max().unwrap_or(0);
+                            fb_total = unit.model.fb_mib as f64;
+                        }
                         let value = match fam {
+                            Dcgm::Util if hami => format!("{}", us.util_pct as i64),
                             Dcgm::Util => format!("{}", self.util_at(unit.gpu, i, &g, ts) as i64),
                             Dcgm::EngineActive => format!("{:.6}", self.util_at(unit.gpu, i, &g, ts) / 100.0),
                             Dcgm::FbUsed => format!("{}", us.mem_used_mib as i64),
-                            Dcgm::FbFree => format!("{}", (unit.fb_mib as f64 - us.mem_used_mib) as i64),
+                            Dcgm::FbFree => format!("{}", (fb_total - us.mem_used_mib) as i64),
                             Dcgm::Power => format!("{:.6}", g.power_w),
                             Dcgm::Energy => format!("{}", self.counter_at(unit.gpu, ts, &counters)),
                             Dcgm::Temp => format!("{}", g.temp_c as i64),
@@ -507,7 +525,13 @@ impl<W: Write> OmWriter<'_, W> {
             let p = &sim.schedule.pods[i];
             let ns = &sim.namespaces[p.ns];
             let gpu_res = p.resource.name().replace(['.', '/', '-'], "_");
-            let reqs = [(gpu_res.as_str(), "integer", p.gpu_request as f64), ("cpu", "core", p.cpu_request), ("memory", "byte", p.mem_request_bytes as f64)];
+            let mut reqs = vec![(gpu_res.as_str(), "integer", p.gpu_request as f64), ("cpu", "core", p.cpu_request), ("memory", "byte", p.mem_request_bytes as f64)];
+            // A HAMi pod also asks for its slot's cores (percent) and framebuffer (MiB).
+            if let Some(&u) = p.units.first().filter(|&&u| sim.cluster.units[u].hami) {
+                let slot = &sim.cluster.units[u];
+                reqs.push(("nvidia_com_gpucores", "integer", (slot.share * 100.0).round()));
+                reqs.push(("nvidia_com_gpumem", "integer", slot.fb_mib as f64));
+            }
             for (res, unit, v) in reqs {
                 // Requests come from the pod spec, so pending pods have them too: with an empty
                 // node label until the pod is bound, then a new series with the node.
@@ -595,7 +619,11 @@ impl<W: Write> OmWriter<'_, W> {
                 let mut ts = ws;
                 while ts < we {
                     let node_there = node.units.iter().any(|&u| sim.cluster.life_of(u).exists(ts));
-                    let n = units.iter().filter(|&&u| sim.cluster.life_of(u).exists(ts)).count();
+                    let mut n = units.iter().filter(|&&u| sim.cluster.life_of(u).exists(ts)).count();
+                    // HAMi advertises HAMI_SPLIT vGPUs per GPU as nvidia.com/gpu.
+                    if units.first().is_some_and(|&u| sim.cluster.units[u].hami) {
+                        n = n / HAMI_SLOTS_PCT.len() * HAMI_SPLIT;
+                    }
                     if node_there {
                         self.sample("kube_node_status_capacity", &labels, &n.to_string(), ts)?;
                     }

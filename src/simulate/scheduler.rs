@@ -160,6 +160,8 @@ pub const QUOTA_SAMPLE_MS: i64 = 300_000;
 
 /// The most a bound pod waits before it starts (image pull, init).
 const MAX_START_DELAY_MS: i64 = 25_000;
+/// The chance a server's or notebook's job asks for a HAMi vGPU where a node offers them.
+const HAMI_JOB_FRAC: f64 = 0.5;
 
 pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams) -> Schedule {
     let mut rng = Rng::new(p.seed);
@@ -168,6 +170,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
     let rates: Vec<f64> = namespaces.iter().map(|ns| ns.base_rate_per_hour(pool, p.target_util)).collect();
     let mut job_seq = vec![0u32; namespaces.len()];
     let shared_offered = cluster.units.iter().any(|u| u.time_sliced);
+    let hami_offered = cluster.units.iter().any(|u| u.hami);
 
     let mut pods: Vec<SimPod> = Vec::new();
     let mut holder: Vec<Option<usize>> = vec![None; cluster.units.len()];
@@ -209,7 +212,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
                 job_seq[ns_idx] += 1;
                 // kube-state-metrics reports whole seconds; so does the model.
                 let created = t - rng.int(0, p.step_ms / 1000 - 1) * 1000;
-                let pod = new_job(&mut rng, ns_idx, ns, job_seq[ns_idx], created, shared_offered);
+                let pod = new_job(&mut rng, ns_idx, ns, job_seq[ns_idx], created, shared_offered, hami_offered);
                 pending.push(pods.len());
                 pods.push(pod);
             }
@@ -327,8 +330,12 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
     Schedule { pods, occupancy, zombies, pending: pending_samples.runs, quotas: quota_samples, quota_hard }
 }
 
-fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: i64, shared_offered: bool) -> SimPod {
-    let resource = if rng.f64() < ns.mig_frac {
+fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: i64, shared_offered: bool, hami_offered: bool) -> SimPod {
+    // Servers and notebooks take a HAMi vGPU where a node offers them (the draw only then, so
+    // a pool without one schedules as before).
+    let resource = if hami_offered && matches!(ns.container, "server" | "notebook") && rng.f64() < HAMI_JOB_FRAC {
+        Resource::Hami
+    } else if rng.f64() < ns.mig_frac {
         Resource::Mig(if rng.f64() < 0.5 { "3g.40gb" } else { "4g.40gb" })
     } else if shared_offered && ns.shared_frac > 0.0 && rng.f64() < ns.shared_frac {
         Resource::Shared
@@ -381,17 +388,19 @@ fn new_uid(rng: &mut Rng) -> String {
 fn node_fits(cluster: &Cluster, ns: &NamespaceSpec, node: usize, resource: Resource) -> bool {
     let n = &cluster.nodes[node];
     match resource {
-        Resource::Gpu => !n.mig && ns.models.contains(&n.model.kind),
+        Resource::Gpu => !n.mig && ns.models.contains(&n.model.kind) && !n.units.iter().any(|&u| cluster.units[u].hami),
         Resource::Mig(_) => n.mig,
         Resource::Shared => n.units.iter().any(|&u| cluster.units[u].time_sliced),
+        Resource::Hami => n.units.iter().any(|&u| cluster.units[u].hami),
     }
 }
 
 fn unit_matches(cluster: &Cluster, u: usize, resource: Resource) -> bool {
     match resource {
-        Resource::Gpu => !cluster.units[u].time_sliced,
+        Resource::Gpu => !cluster.units[u].time_sliced && !cluster.units[u].hami,
         Resource::Mig(profile) => cluster.units[u].mig_profile == Some(profile),
         Resource::Shared => cluster.units[u].time_sliced,
+        Resource::Hami => cluster.units[u].hami,
     }
 }
 

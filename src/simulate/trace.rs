@@ -228,6 +228,7 @@ fn a100_pool(gpus: usize, seed: u64) -> Cluster {
                 fb_mib: A100.fb_mib,
                 gpu: cluster.gpus.len(),
                 time_sliced: false,
+                hami: false,
             });
             cluster.nodes[n].units.push(u);
             cluster.gpus.push(PhysicalGpu { node: n, units: vec![u], model: &A100, life: Default::default() });

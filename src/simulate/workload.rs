@@ -47,6 +47,8 @@ pub enum Resource {
     Mig(&'static str),
     /// `nvidia.com/gpu.shared`: one time-slicing replica of a shared GPU.
     Shared,
+    /// HAMi: one vGPU (`nvidia.com/gpu: 1`) with a slot's `nvidia.com/gpucores` and `gpumem`.
+    Hami,
 }
 
 impl Resource {
@@ -55,6 +57,7 @@ impl Resource {
             Resource::Gpu => "nvidia.com/gpu".into(),
             Resource::Mig(p) => format!("nvidia.com/mig-{p}"),
             Resource::Shared => "nvidia.com/gpu.shared".into(),
+            Resource::Hami => "nvidia.com/gpu".into(),
         }
     }
 }
