@@ -205,7 +205,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub replace_gpu: bool,
     /// One more node of 4 H100s that HAMi shares: each GPU split into vGPU slots of 50, 25, 15
-    /// and 10% of its cores, pods of servers and notebooks requesting `nvidia.com/gpu: 1` with
+    /// and 10% of its cores, pods of servers, notebooks and batch jobs requesting `nvidia.com/gpu: 1` with
     /// the slot's `nvidia.com/gpucores` and `gpumem`, the node advertising 10 vGPUs per GPU, and
     /// DCGM naming no pod there (as dcgm-exporter does under HAMi).
     #[arg(long)]

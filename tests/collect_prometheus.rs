@@ -443,7 +443,7 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     }
     let pool_h = ledger["cluster_gpu_seconds"].number().unwrap() / 3600.0;
     let row = |ns: &str| rows.iter().find(|r| r["namespace"] == ns);
-    // The HAMi node's tenants (servers, notebooks) are charged at most what they held plus the
+    // The HAMi node's tenants (servers, notebooks, batch jobs) are charged at most what they held plus the
     // node's time, never a million GPU-hours; the others exactly as the ledger has them.
     let hami_h = 4.0 * 24.0;
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
@@ -451,7 +451,7 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
         let got = row(ns).map_or(0.0, |r| r["gpu_hours"].number().unwrap());
         eprintln!("{ns:>16} gpu_hours: {got:.4} vs ledger {want:.4}");
         assert!(got <= pool_h, "{ns}: {got} GPU-h of a {pool_h} GPU-h pool");
-        if ["team-inference", "team-research", "__unallocated__"].contains(&ns.as_str()) {
+        if ["team-inference", "team-research", "team-batch", "__unallocated__"].contains(&ns.as_str()) {
             assert!((got - want).abs() <= hami_h, "{ns}: {got} GPU-h vs the ledger's {want}: off by at most the HAMi node's day");
         } else {
             assert!((got - want).abs() <= want * 0.005 + 1e-3, "{ns}: {got} GPU-h vs the ledger's {want}");
@@ -464,6 +464,22 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     let inv: Value = serde_json::from_str(&inv).unwrap();
     let node = inv["rows"].as_array().unwrap().iter().find(|r| r["node"] == "gpu-node-hami-01").expect("the HAMi node in the inventory");
     assert_eq!(node["gpus"].number().unwrap(), 4.0, "{node}");
+
+    // The guard behind it: a fallback that does not scale the vGPUs (an override, as the
+    // shipped one was) would publish a negative __unallocated__ row; the chargeback and the
+    // month's run refuse it with exit 1, naming the row, and write nothing.
+    let shipped = std::fs::read_to_string(common::repo_root().join("queries/chargeback_fallback.sql")).unwrap();
+    let unscaled = shipped.replace("WHEN t.gpu_us > u.gpu_us", "WHEN FALSE");
+    assert_ne!(unscaled, shipped);
+    std::fs::create_dir_all(dir.join("unscaled")).unwrap();
+    std::fs::write(dir.join("unscaled/chargeback_fallback.sql"), unscaled).unwrap();
+    for args in [&["report", "chargeback", "--from", FROM, "--to", TO, "-o", "cb.json", "--format", "json"][..], &["run", "--no-collect", "--month", "2026-10", "--reports-dir", "reports"][..]] {
+        let out = common::bin().current_dir(dir).args([&["--config", "h.toml", "--queries", "unscaled"][..], args].concat()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("impossible bill") && err.contains("__unallocated__ ") && err.contains("GPU-hours"), "the rows are named: {err}");
+    }
+    assert!(!dir.join("cb.json").exists() && !dir.join("reports").exists(), "nothing written");
 }
 
 /// A day shaped like a cloud cluster's, backfilled into a real Prometheus and collected: an L4

@@ -160,8 +160,8 @@ pub const QUOTA_SAMPLE_MS: i64 = 300_000;
 
 /// The most a bound pod waits before it starts (image pull, init).
 const MAX_START_DELAY_MS: i64 = 25_000;
-/// The chance a server's or notebook's job asks for a HAMi vGPU where a node offers them.
-const HAMI_JOB_FRAC: f64 = 0.5;
+/// The chance a server's, notebook's or batch job asks for a HAMi vGPU where a node offers them.
+const HAMI_JOB_FRAC: f64 = 0.9;
 
 pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams) -> Schedule {
     let mut rng = Rng::new(p.seed);
@@ -331,9 +331,9 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
 }
 
 fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: i64, shared_offered: bool, hami_offered: bool) -> SimPod {
-    // Servers and notebooks take a HAMi vGPU where a node offers them (the draw only then, so
-    // a pool without one schedules as before).
-    let resource = if hami_offered && matches!(ns.container, "server" | "notebook") && rng.f64() < HAMI_JOB_FRAC {
+    // Servers, notebooks and batch jobs take a HAMi vGPU where a node offers them (the draw
+    // only then, so a pool without one schedules as before).
+    let resource = if hami_offered && matches!(ns.container, "server" | "notebook" | "job") && rng.f64() < HAMI_JOB_FRAC {
         Resource::Hami
     } else if rng.f64() < ns.mig_frac {
         Resource::Mig(if rng.f64() < 0.5 { "3g.40gb" } else { "4g.40gb" })

@@ -155,13 +155,14 @@ impl Chargeback {
                 found.push(format!("{cluster}{}{model}{profile} {}: {}", r.namespace, r.date, what.join(", ")));
             }
         }
+        // (A lake without the `nodes` inventory, written by hand, has no GPU count to bound by.)
         let most = (self.cluster_gpus as i128) * (self.window.seconds() as i128) * 1_000_000;
-        if self.cluster_gpu_us as i128 > most {
+        if self.cluster_gpus > 0 && self.cluster_gpu_us as i128 > most {
             found.push(format!(
-                "the pool: {} GPU-hours for {} GPUs x {} h (at most {} GPU-hours)",
+                "the pool: {} GPU-hours for {} GPUs x {:.2} h (at most {} GPU-hours)",
                 hours(self.cluster_gpu_us),
                 self.cluster_gpus,
-                self.window.seconds() / 3600,
+                self.window.seconds() as f64 / 3600.0,
                 format_units(round_ratio(most, US_PER_HOUR, 4), 4)
             ));
         }
@@ -173,5 +174,44 @@ impl Chargeback {
             return Owner { team: Some(entry.team().to_string()), cost_centre: entry.cost_centre().map(str::to_string) };
         }
         self.owners.get(namespace).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day() -> Window {
+        let start = chrono::DateTime::parse_from_rfc3339("2026-10-05T00:00:00Z").unwrap().with_timezone(&chrono::Utc);
+        Window::new(start, start + chrono::Duration::days(1)).unwrap()
+    }
+
+    fn row(namespace: &str, gpu_us: i64, energy_mj: i64, gpu_cost: i128) -> DetailRow {
+        DetailRow {
+            cluster: String::new(),
+            namespace: namespace.into(),
+            gpu_model: Some("NVIDIA H100 80GB HBM3".into()),
+            mig_profile: None,
+            date: "2026-10-05".into(),
+            q: Quantities { gpu_us, energy_mj, gpu_cost, ..Quantities::default() },
+        }
+    }
+
+    fn bill(detail: Vec<DetailRow>, gpus: i64) -> Chargeback {
+        let cluster_gpu_us = detail.iter().map(|r| r.q.gpu_us).sum();
+        Chargeback { window: day(), detail, owners: BTreeMap::new(), cluster_gpu_us, cluster_energy_mj: 0, cluster_rows: 0, cluster_gpus: gpus }
+    }
+
+    /// A sane bill passes; a negative row is named with what is negative; a cost that rounds to
+    /// 0.00 is no negative bill; a pool beyond its GPUs x the day is named.
+    #[test]
+    fn an_impossible_bill_names_its_rows() {
+        let hour = US_PER_HOUR as i64;
+        assert!(bill(vec![row("team-a", 20 * hour, 5, 1), row("__unallocated__", 4 * hour, 1, 0)], 1).impossible_rows().is_empty());
+        let found = bill(vec![row("team-a", 30 * hour, 5, 1), row("__unallocated__", -6 * hour, -2_000_000_000, -3 * RAW_PER_UNIT)], 1).impossible_rows();
+        assert_eq!(found, ["__unallocated__ NVIDIA H100 80GB HBM3 2026-10-05: -6.0000 GPU-hours, -0.5556 kWh, gpu_cost -3.00"]);
+        assert!(bill(vec![row("team-a", hour, 0, -RAW_PER_UNIT / 1000)], 1).impossible_rows().is_empty(), "-0.001 rounds to 0.00");
+        let found = bill(vec![row("team-a", 30 * hour, 0, 0)], 1).impossible_rows();
+        assert_eq!(found, ["the pool: 30.0000 GPU-hours for 1 GPUs x 24.00 h (at most 24.0000 GPU-hours)"]);
     }
 }
