@@ -31,9 +31,15 @@ unmapped_day AS (
 requested AS (
   SELECT
     r.cluster, r.namespace, r.node, u.gpu_model, r.date,
-    CAST(r.gpu_request AS BIGINT) * 1000 * (
-        CAST(least(r.run_to, COALESCE(g.effective_to, r.run_to)) AS BIGINT)
-      - CAST(greatest(r.run_from, COALESCE(g.effective_from, r.run_from)) AS BIGINT)) AS gpu_us,
+    -- A HAMi vGPU is its share of the GPU's cores (`gpu_share_pct`); anything else whole.
+    CASE WHEN r.gpu_share_pct IS NULL
+      THEN CAST(r.gpu_request AS BIGINT) * 1000 * (
+          CAST(least(r.run_to, COALESCE(g.effective_to, r.run_to)) AS BIGINT)
+        - CAST(greatest(r.run_from, COALESCE(g.effective_from, r.run_from)) AS BIGINT))
+      ELSE CAST(floor(CAST(r.gpu_request AS DOUBLE) * r.gpu_share_pct * 10 * CAST(
+          CAST(least(r.run_to, COALESCE(g.effective_to, r.run_to)) AS BIGINT)
+        - CAST(greatest(r.run_from, COALESCE(g.effective_from, r.run_from)) AS BIGINT) AS DOUBLE)) AS BIGINT)
+      END AS gpu_us,
     g.price_per_hour
   FROM pod_run_days r
   JOIN unmapped u ON u.cluster = r.cluster AND u.node = r.node

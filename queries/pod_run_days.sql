@@ -16,6 +16,7 @@ WITH runs AS (
     p.gpu_request,
     p.cpu_request,
     p.mem_request_bytes,
+    p.gpu_share_pct,
     greatest(COALESCE(p.started, p.scheduled), $1)                  AS run_from,
     least(COALESCE(p.finished, $2), $2)                             AS run_to
   FROM pods p
@@ -26,7 +27,7 @@ WITH runs AS (
     AND COALESCE(p.finished, $2) > $1
 )
 SELECT
-  r.cluster, r.namespace, r.node, r.gpu_resource, r.gpu_request, r.cpu_request, r.mem_request_bytes, d.date,
+  r.cluster, r.namespace, r.node, r.gpu_resource, r.gpu_request, r.cpu_request, r.mem_request_bytes, r.gpu_share_pct, d.date,
   greatest(r.run_from, d.day_start) AS run_from,
   least(r.run_to, d.day_end)        AS run_to
 FROM runs r

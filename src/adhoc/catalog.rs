@@ -47,6 +47,7 @@ const COLUMNS: &[(&str, &str, &str)] = &[
     ("pods", "phase", "last phase seen: Pending, Running, Succeeded, Failed"),
     ("pods", "termination_reason", "Completed, OOMKilled, Error, Preempted, Evicted, ..."),
     ("pods", "team", "the pod's team label (kube_pod_labels), if any"),
+    ("pods", "gpu_share_pct", "a HAMi vGPU's share of its GPU, percent (nvidia.com/gpucores, else gpumem-percentage); NULL: not HAMi"),
     ("pending_samples", "ts", "start of the step in which the pod was pending (UTC)"),
     ("pending_samples", "step_s", "the step in seconds"),
     ("pending_samples", "namespace", "the pending pod's namespace"),

@@ -305,6 +305,14 @@ impl KubeState {
         (resource, total.round() as i32)
     }
 
+    /// A HAMi vGPU's share of its GPU in percent: the pod's `nvidia.com/gpucores` (per vGPU),
+    /// else its `gpumem-percentage`; None for a pod that asks for neither (not HAMi's, or HAMi
+    /// with the cores unlimited: then its vGPUs are scaled to the node's time).
+    fn hami_share_pct(pod: &Pod) -> Option<f64> {
+        let most = |r: &str| pod.requests.iter().filter(|((_, k), _)| k == r).map(|(_, v)| *v).fold(0.0f64, f64::max);
+        [most("nvidia_com_gpucores"), most("nvidia_com_gpumem_percentage")].into_iter().find(|v| *v > 0.0).map(|v| v.min(100.0))
+    }
+
     /// Nodes a sharing layer splits, by evidence: pods bound there request HAMi's share of a GPU
     /// (`nvidia.com/gpucores`, `gpumem`, `gpumem-percentage`). There `nvidia.com/gpu` counts
     /// vGPUs, not GPUs. Per node, the number of such pods.
@@ -368,6 +376,7 @@ impl KubeState {
                 phase,
                 termination_reason: if done { reason } else { None },
                 team: p.team.as_deref(),
+                gpu_share_pct: Self::hami_share_pct(p),
             });
         }
         rows.finish()

@@ -225,6 +225,7 @@ lake_rows! {
         phase: Option<&'a str> => Labels,
         termination_reason: Option<&'a str> => Labels,
         team: Option<&'a str> => Labels,
+        gpu_share_pct: Option<f64> => Float64Builder,
     }
 
     /// One `pending_samples` row.

@@ -205,12 +205,19 @@ pub(super) fn cluster() -> Field {
 pub const CLUSTER: &str = "cluster";
 
 /// Columns added to the tables after their first version, read as null from older files.
-pub const LATER_COLUMNS: [&str; 1] = [CLUSTER];
+pub const LATER_COLUMNS: [&str; 2] = [CLUSTER, GPU_SHARE_PCT];
+
+/// `pods.gpu_share_pct`: a HAMi vGPU's share of its GPU (issue 44).
+pub const GPU_SHARE_PCT: &str = "gpu_share_pct";
 
 /// The field of `name` where it is one of [`LATER_COLUMNS`] (what an older file's missing
 /// column reads as: nulls of this type); None for a column every file has.
 pub fn later_column(name: &str) -> Option<Field> {
-    (name == CLUSTER).then(cluster)
+    match name {
+        CLUSTER => Some(cluster()),
+        GPU_SHARE_PCT => Some(Field::new(GPU_SHARE_PCT, DataType::Float64, true)),
+        _ => None,
+    }
 }
 
 

@@ -296,6 +296,7 @@ impl LakeOutput<'_> {
                     }),
                     termination_reason: if done { p.reason } else { None },
                     team: Some(ns.team),
+                    gpu_share_pct: p.units.first().filter(|&&u| self.cluster.units[u].hami).map(|&u| (self.cluster.units[u].share * 100.0).round()),
                 });
             }
             rows += ids.len();
