@@ -186,6 +186,13 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
             cfg.labels.node.join(", ")
         );
     }
+    for (node, gpus, most) in &pool.multiplied {
+        tracing::warn!(
+            "{}node {node}: kube-state-metrics reports up to {most} nvidia.com/gpu, {}x the {gpus} GPUs DCGM reports there: read as a sharing layer's replicas (time-slicing without renameByDefault), so the node's GPUs are DCGM's {gpus}, not {most} (were GPUs missing from its dcgm-exporter, they are not counted)",
+            in_cluster(name, cfg),
+            most / gpus
+        );
+    }
     for (node, gpus) in &pool.without_dcgm {
         tracing::warn!(
             "{}node {node}: kube-state-metrics reports up to {gpus} GPUs (nvidia.com/gpu) but no DCGM series names it: is dcgm-exporter running there? Its GPU time is {UNMEASURED}, model {}",

@@ -181,6 +181,10 @@ pub struct PoolNote {
     pub without_dcgm: Vec<(String, u32)>,
     /// kube-state-metrics' node names share none with DCGM's (`Hostname`): capacity not used.
     pub names_disagree: bool,
+    /// Nodes whose `nvidia.com/gpu` capacity beyond DCGM's GPUs is always an exact multiple of
+    /// them (a sharing layer's replicas: time-slicing without a rename): (node, DCGM's GPUs,
+    /// most capacity). Their GPUs are DCGM's; no GPU of unknown model is added.
+    pub multiplied: Vec<(String, u32, u32)>,
 }
 
 impl DcgmGrid {
@@ -737,12 +741,32 @@ mod pool_tests {
         assert!(note.names_disagree);
         assert_eq!(gpu_steps(&rows(&b), UNMEASURED), 0.0);
         let mut cap = BTreeMap::new();
-        cap.insert("n1.cluster.local".to_string(), vec![(2, true); 60]);
+        cap.insert("n1.cluster.local".to_string(), vec![(1, true); 60]);
         let (b, note) = grid(1800, &[(Field::Util, gpu, (0..30).map(|k| (k * 30, 1.0)).collect())], cap);
         assert!(!note.names_disagree && note.without_dcgm.is_empty(), "{note:?}");
-        // n1's one known GPU after its last sample's step (steps 30-59), and the second GPU
-        // capacity names there, as unknown, for the whole window.
-        assert_eq!(gpu_steps(&rows(&b), UNMEASURED), 30.0 + 60.0);
+        // n1's one known GPU after its last sample's step (steps 30-59), by its capacity.
+        assert_eq!(gpu_steps(&rows(&b), UNMEASURED), 30.0);
+    }
+
+    /// Time-slicing without a rename: two GPUs DCGM reports, `nvidia.com/gpu: 8` (4 replicas
+    /// each) is the two GPUs, not six more of unknown model; `nvidia.com/gpu: 3` is not a
+    /// multiple of them, so the third is a GPU DCGM never showed.
+    #[test]
+    fn capacity_that_multiplies_the_gpus_is_a_sharing_layers() {
+        let series: Vec<(Field, BTreeMap<String, String>, Vec<(i64, f64)>)> = ["0", "1"]
+            .iter()
+            .map(|ix| (Field::Util, labels(&format!("GPU-{ix}"), "n1", &[("gpu", ix)]), (0..60).map(|k| (k * 30, 5.0)).collect()))
+            .collect();
+        let mut cap = BTreeMap::new();
+        cap.insert("n1".to_string(), vec![(8, true); 60]);
+        let (b, note) = grid(1800, &series, cap);
+        assert_eq!(note.multiplied, vec![("n1".to_string(), 2, 8)]);
+        assert_eq!(b.num_rows(), 2 * 60, "the two GPUs, nothing made up");
+        let mut cap = BTreeMap::new();
+        cap.insert("n1".to_string(), vec![(3, true); 60]);
+        let (b, note) = grid(1800, &series, cap);
+        assert!(note.multiplied.is_empty());
+        assert_eq!(gpu_steps(&rows(&b), UNMEASURED), 60.0, "one GPU of unknown model");
     }
 
     /// A board replaced: GPU-1 at index 0 until 600 s, out until 900 s (capacity one GPU less,

@@ -56,6 +56,17 @@ impl DcgmGrid {
         }
         let mut capacity = BTreeMap::new();
         for (node, mut cells) in gpu_capacity.into_iter().filter(|(_, v)| v.len() == self.cells) {
+            // Time-slicing without a rename advertises GPUs x replicas as nvidia.com/gpu: a
+            // count beyond DCGM's GPUs that is always an exact multiple of them is that, not
+            // GPUs DCGM never showed (inferred, and said in the log).
+            let known = self.known_gpus(&node);
+            let beyond: Vec<u32> = cells.iter().map(|c| c.0).filter(|&n| n > known).collect();
+            if known > 0 && !beyond.is_empty() && beyond.iter().all(|&n| n % known == 0) {
+                note.multiplied.push((node.clone(), known, beyond.iter().copied().max().unwrap_or(0)));
+                for c in cells.iter_mut() {
+                    c.0 = c.0.min(known);
+                }
+            }
             if let Some(seen) = node_seen.get(node.as_str()) {
                 for (c, s) in cells.iter_mut().zip(seen) {
                     c.1 &= !s;
