@@ -166,7 +166,7 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
     let hami = kube.hami_nodes();
     for (node, pods) in &hami {
         tracing::warn!(
-            "{}node {node}: {pods} pods request HAMi's share of a GPU (nvidia.com/gpucores, gpumem): its nvidia.com/gpu capacity counts vGPUs, not GPUs; its GPUs are those DCGM reports, and requests of nvidia.com/gpu there are vGPUs (the request-based fallback scales them to the node's GPU time)",
+            "{}node {node}: {pods} pods request HAMi's share of a GPU (nvidia.com/gpucores, gpumem): its nvidia.com/gpu capacity counts vGPUs, not GPUs; its GPUs are those DCGM reports (none if no dcgm-exporter runs there), and requests of nvidia.com/gpu there are vGPUs, each its share of the cores in the request-based fallback",
             in_cluster(name, cfg)
         );
     }
@@ -191,6 +191,12 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
             "{}node {node}: kube-state-metrics reports up to {most} nvidia.com/gpu, {}x the {gpus} GPUs DCGM reports there: read as a sharing layer's replicas (time-slicing without renameByDefault), so the node's GPUs are DCGM's {gpus}, not {most} (were GPUs missing from its dcgm-exporter, they are not counted)",
             in_cluster(name, cfg),
             most / gpus
+        );
+    }
+    for node in &pool.uncounted_without_dcgm {
+        tracing::warn!(
+            "{}node {node}: kube-state-metrics reports GPU resources there but no count of whole GPUs (HAMi's vGPUs, MIG or time-slicing replicas), and no DCGM series names it: its GPUs are not in the pool; run dcgm-exporter there",
+            in_cluster(name, cfg)
         );
     }
     for (node, gpus) in &pool.without_dcgm {

@@ -28,7 +28,7 @@ pub use render::{Cell, Format, Report};
 pub enum ReportError {
     #[error("chargeback does not conserve the cluster total for {window}: rows {rows_gpu_us} GPU-us vs cluster {cluster_gpu_us}, rows {rows_energy_mj} mJ vs cluster {cluster_energy_mj} (an override of queries/chargeback.sql or cluster_totals.sql drops or duplicates rows)")]
     NotConserved { window: String, rows_gpu_us: i64, cluster_gpu_us: i64, rows_energy_mj: i64, cluster_energy_mj: i64 },
-    #[error("chargeback for {window} would publish an impossible bill, so nothing is written: {}. A request counted as GPUs that is not a device count, or a sharing layer (HAMi, time-slicing) whose vGPUs were read as GPUs; `gpuledger check` and the collect log name the resources and nodes", rows.join("; "))]
+    #[error("chargeback for {window} would publish an impossible bill, so nothing is written: {}. A request counted as GPUs that is not a device count, or a sharing layer (HAMi, time-slicing) whose vGPUs were read as GPUs, are the usual causes: the collect log names the resources and nodes it read", rows.join("; "))]
     ImpossibleBill { window: String, rows: Vec<String> },
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),

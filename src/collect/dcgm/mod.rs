@@ -185,6 +185,9 @@ pub struct PoolNote {
     /// them (a sharing layer's replicas: time-slicing without a rename): (node, DCGM's GPUs,
     /// most capacity). Their GPUs are DCGM's; no GPU of unknown model is added.
     pub multiplied: Vec<(String, u32, u32)>,
+    /// Nodes kube-state-metrics reports GPU resources on, but no count of whole GPUs (HAMi's
+    /// vGPUs, MIG or time-slicing resources only), that no DCGM series names: not in the pool.
+    pub uncounted_without_dcgm: Vec<String>,
 }
 
 impl DcgmGrid {
@@ -721,7 +724,10 @@ mod pool_tests {
         let mut cap = BTreeMap::new();
         cap.insert("n1".to_string(), vec![(1, true); 60]);
         cap.insert("n2".to_string(), (0..60).map(|c| if c < 30 { (2, true) } else { (0, false) }).collect());
+        // n3: GPU resources but no whole-GPU count (HAMi's vGPUs), and no DCGM: named, not counted.
+        cap.insert("n3".to_string(), vec![(0, true); 60]);
         let (b, note) = grid(1800, &[(Field::Util, gpu, util)], cap);
+        assert_eq!(note.uncounted_without_dcgm, vec!["n3".to_string()]);
         let r = rows(&b);
         assert_eq!(gpu_steps(&r, ""), 20.0, "600-1200 s measured (the last sample stands its interval)");
         assert_eq!(gpu_steps(&r, UNMEASURED), 40.0 + 2.0 * 30.0, "n1's other 40 steps, n2's two GPUs for 30 steps");

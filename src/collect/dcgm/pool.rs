@@ -45,6 +45,8 @@ impl DcgmGrid {
             let most = cells.iter().map(|c| c.0).max().unwrap_or(0);
             if known == 0 && most > 0 {
                 note.without_dcgm.push((node.clone(), most));
+            } else if known == 0 && cells.iter().any(|c| c.1) {
+                note.uncounted_without_dcgm.push(node.clone());
             }
         }
         let mut node_seen: BTreeMap<&str, Vec<bool>> = BTreeMap::new();
