@@ -59,8 +59,8 @@ requested_day AS (
 ),
 -- Requests that add up to more GPU time than the node-day had (a sharing layer, HAMi's vGPUs
 -- or time-slicing replicas, counted as nvidia.com/gpu: four pods of one vGPU each on one GPU)
--- are scaled down together to fit it, so the rest never goes negative; `report chargeback`
--- names those node-days (`queries/fallback_oversubscribed.sql`).
+-- are scaled down together to fit it, so the rest never goes negative (the collect log names
+-- the HAMi and multiplied-capacity nodes this happens on).
 node_requested AS (
   SELECT cluster, node, date, SUM(gpu_us) AS gpu_us
   FROM requested_day

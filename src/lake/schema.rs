@@ -215,7 +215,7 @@ pub const GPU_SHARE_PCT: &str = "gpu_share_pct";
 pub fn later_column(name: &str) -> Option<Field> {
     match name {
         CLUSTER => Some(cluster()),
-        GPU_SHARE_PCT => Some(Field::new(GPU_SHARE_PCT, DataType::Float64, true)),
+        GPU_SHARE_PCT => super::rows::PodRow::schema().field_with_name(GPU_SHARE_PCT).ok().cloned(),
         _ => None,
     }
 }
