@@ -255,6 +255,17 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
             finding(Status::Warn, what, "does not exist; reports that use it will be empty")
         });
     }
+    // HAMi's series: optional (most clusters do not run HAMi); where its scheduler is scraped,
+    // the GPUs it shares are split among their holders.
+    let hami = crate::collect::hami::HamiMetric::ALL.map(|m| m.name(cfg).to_string());
+    let present: Vec<&String> = hami.iter().filter(|m| has(m)).collect();
+    out.push(if present.is_empty() {
+        finding(Status::Ok, "hami", "absent (no HAMi here, or its scheduler is not scraped: a HAMi node's pods are then billed by their requests)")
+    } else if has(&hami[0]) {
+        finding(Status::Ok, "hami", format!("present: {}", present.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")))
+    } else {
+        finding(Status::Warn, "hami", format!("{} does not exist (prometheus.metrics.hami_core_allocated) though {} do: HAMi's GPUs go by memory alone", hami[0], present.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")))
+    });
     out.push(check_gpu_nodes(&client, cfg).await);
     if let Some(f) = check_clusters(&client, cfg).await {
         out.push(f);

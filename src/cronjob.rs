@@ -141,7 +141,7 @@ pub async fn run(
         let cfg = &config.prometheus;
         let (from, to) = crate::collect::resolve_window(lake, cfg, None, None, Utc::now())?;
         tracing::info!("collecting {} to {} from {}", crate::collect::prometheus::fmt_ms(from), crate::collect::prometheus::fmt_ms(to), crate::redact::url_userinfo(&cfg.url));
-        Some(crate::collect::collect(lake, cfg, from, to, progress, false).await.context("collect")?)
+        Some(crate::collect::collect(lake, cfg, &config.sharing, from, to, progress, false).await.context("collect")?)
     } else {
         None
     };

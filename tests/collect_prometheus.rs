@@ -406,14 +406,17 @@ fn replicas_relabelling_and_exporter_outages() {
     }
 }
 
-/// A HAMi node beside plain ones, as a new user's cluster has it (issue 44's sane bill): 4 H100s
-/// split into vGPU slots of 50/25/15/10% of the cores, pods requesting `nvidia.com/gpu: 1` with
-/// their slot's `nvidia.com/gpucores` (a percentage) and `gpumem` (MiB), the node advertising 10
-/// vGPUs per GPU (`nvidia.com/gpu: 40`), DCGM naming no pod there. Neither the MiB nor the
-/// percentage is read as GPUs, the 40 vGPUs are not 36 GPUs of unknown model, each vGPU is
-/// charged its share of the cores: the pool is the ledger's to the microsecond, no row is
-/// negative, every namespace (the HAMi node's tenants too) agrees with the ledger within 0.5%,
-/// completeness counts GPUs, and a bill that would still go negative is refused.
+/// A HAMi node beside plain ones, as a new user's cluster has it (issue 44): 4 H100s split into
+/// vGPU slots of 50/25/15/10% of the cores, pods requesting `nvidia.com/gpu: 1` with their
+/// slot's `nvidia.com/gpucores` (a percentage) and `gpumem` (MiB), the node advertising 10 vGPUs
+/// per GPU (`nvidia.com/gpu: 40`), DCGM naming no pod there, HAMi's scheduler naming each
+/// container's allocation per GPU and its vGPU monitor each container's utilisation. Neither the
+/// MiB nor the percentage is read as GPUs, the 40 vGPUs are not 36 GPUs of unknown model; each
+/// HAMi GPU-step is split among its holders by their share, the rest `__unallocated__`, so each
+/// physical GPU's time is conserved and every namespace's GPU-hours and energy agree with the
+/// ledger within 0.5%. Without HAMi's series (its scheduler not scraped) the request-based
+/// fallback still bills each vGPU its share of the cores, and a bill that would go negative is
+/// refused.
 #[test]
 fn a_hami_node_never_makes_a_nonsense_bill() {
     if !tools_present() {
@@ -425,55 +428,85 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
     assert!(om.contains("resource=\"nvidia_com_gpucores\"") && om.contains("resource=\"nvidia_com_gpumem\""), "HAMi's requests are in the history");
     assert!(om.contains("kube_node_status_capacity{node=\"gpu-node-hami-01\",resource=\"nvidia_com_gpu\",unit=\"integer\",instance=\"10.0.0.5:8080\",job=\"kube-state-metrics\"} 40 "), "40 vGPUs advertised");
+    assert!(om.contains("hami_vgpu_core_allocated_ratio{container_index=\"0\",device_uuid=\"GPU-") && om.contains("hami_container_device_utilization_ratio{"), "HAMi's own series");
+    let pool_h = ledger["cluster_gpu_seconds"].number().unwrap() / 3600.0;
+    let pool_kwh = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
+
+    // 1. With HAMi's series: its holders split each GPU-step.
     write_config(dir, "h.toml", &prom.url(), "lake", "");
     let out = common::run_ok(dir, &["--config", "h.toml", "collect", "--from", FROM, "--to", TO]);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("node gpu-node-hami-01:") && log.contains("counts vGPUs, not GPUs"), "the HAMi node is named: {log}");
     assert!(log.contains("nvidia.com/gpucores") && log.contains("never read as GPUs"), "{log}");
-    let query = |sql: &str| common::parse_csv(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "query", sql, "--format", "csv"]))).1;
-    let unknown = query("SELECT count(*) FROM gpu_samples WHERE CAST(gpu_uuid AS VARCHAR) LIKE 'unmeasured/%'");
+    assert!(log.contains("HAMi: holders of 4 GPUs"), "{log}");
+    let query = |cfg: &str, sql: &str| common::parse_csv(&common::stdout(&common::run_ok(dir, &["--config", cfg, "query", sql, "--format", "csv"]))).1;
+    let unknown = query("h.toml", "SELECT count(*) FROM gpu_samples WHERE CAST(gpu_uuid AS VARCHAR) LIKE 'unmeasured/%'");
     assert_eq!(unknown[0][0], "0", "no GPU of unknown model from the vGPU count");
-
+    // Each physical GPU-step of the HAMi node is its holders plus the rest: one GPU-step.
+    let steps = query(
+        "h.toml",
+        "SELECT count(*), sum(CASE WHEN abs(s - 1.0) > 1e-9 THEN 1 ELSE 0 END), sum(held) FROM (SELECT gpu_uuid, ts, sum(share) AS s, \
+         max(CASE WHEN pod IS NOT NULL THEN 1 ELSE 0 END) AS held FROM gpu_samples WHERE node = 'gpu-node-hami-01' GROUP BY 1, 2)",
+    );
+    assert_eq!(steps[0][0], (4 * 2880).to_string(), "{steps:?}");
+    assert_eq!(steps[0][1], "0", "every GPU-step conserved: {steps:?}");
+    assert!(steps[0][2].parse::<i64>().unwrap() > 2 * 2880, "held most of the day: {steps:?}");
     let report = chargeback_json(dir, "h.toml");
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(report["conservation"]["cluster_gpu_us"].number().unwrap(), ledger["cluster_gpu_seconds"].number().unwrap() * 1e6, "the pool: the physical GPUs x the day");
+    let row = |rows: &[Value], ns: &str| rows.iter().find(|r| r["namespace"] == ns).cloned();
+    for r in rows {
+        assert_eq!(r["request_based"], "no", "measured, not request-based: {r}");
+    }
+    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
+        for k in ["gpu_hours", "energy_kwh"] {
+            let want = truth[k].number().unwrap();
+            let got = row(rows, ns).map_or(0.0, |r| r[k].number().unwrap());
+            eprintln!("{ns:>16} {k}: {got:.4} vs ledger {want:.4}");
+            assert!((got - want).abs() <= want * 0.005 + 1e-3, "{ns} {k}: {got} vs the ledger's {want}");
+        }
+    }
+    let energy: f64 = rows.iter().map(|r| r["energy_kwh"].number().unwrap()).sum();
+    assert!((energy - pool_kwh).abs() <= pool_kwh * 0.005, "pool energy {energy} kWh vs the ledger's {pool_kwh}");
+    let shares = query("h.toml", "SELECT DISTINCT gpu_share_pct FROM pods WHERE node = 'gpu-node-hami-01' ORDER BY 1");
+    assert_eq!(shares, [["10.0"], ["15.0"], ["25.0"], ["50.0"]], "each HAMi pod's share of the cores is in the lake");
+    // Completeness counts the HAMi node's 4 GPUs, not its 40 vGPUs.
+    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    assert_eq!(c["dcgm"]["expected"].as_i64().unwrap(), ledger["pool_unit_steps"].as_i64().unwrap(), "expected: the unit-steps the pool held");
+    assert_eq!(c["dcgm"]["present"].as_i64().unwrap(), c["dcgm"]["expected"].as_i64().unwrap(), "{c}");
+    let inv = common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "json"]));
+    let inv: Value = serde_json::from_str(&inv).unwrap();
+    let node = inv["rows"].as_array().unwrap().iter().find(|r| r["node"] == "gpu-node-hami-01").expect("the HAMi node in the inventory");
+    assert_eq!(node["gpus"].number().unwrap(), 4.0, "{node}");
+
+    // 2. HAMi's scheduler not scraped: DCGM names no pod on the node, so its GPU time goes by
+    // the requests (the fallback): each vGPU its share of the cores (`gpu_share_pct`) x its
+    // time, GPU-hours as the ledger's; the tenants' energy is the node-day's shared by GPU
+    // time (nothing says which GPU a vGPU was on), so it is only conserved there.
+    let unscraped = "\n[prometheus.metrics]\nhami_core_allocated = \"hami_not_scraped\"\nhami_memory_allocated = \"hami_not_scraped\"\nhami_memory_limit = \"hami_not_scraped\"\nhami_container_util = \"hami_not_scraped\"";
+    write_config(dir, "f.toml", &prom.url(), "lake-f", unscraped);
+    common::run_ok(dir, &["--config", "f.toml", "collect", "--from", FROM, "--to", TO]);
+    let report = chargeback_json(dir, "f.toml");
+    let rows = report["rows"].as_array().unwrap();
     for r in rows {
         for k in ["gpu_hours", "energy_kwh", "gpu_cost", "total_cost"] {
             assert!(r[k].number().unwrap() >= 0.0, "no negative {k}: {r}");
         }
     }
-    let pool_h = ledger["cluster_gpu_seconds"].number().unwrap() / 3600.0;
-    let row = |ns: &str| rows.iter().find(|r| r["namespace"] == ns);
-    // Every namespace's GPU-hours as the ledger has them, the HAMi node's tenants (servers,
-    // notebooks, batch jobs) too: each vGPU is its share of the cores (`gpu_share_pct`) x its
-    // time. Energy as the ledger has it where no HAMi pod ran; the tenants' energy is the
-    // node-day's shared by GPU time (the request-based fallback's rule: nothing says which GPU
-    // a vGPU was on until HAMi's own series are collected), so it is only conserved: 37-41% low
-    // on the tenants here, the idle slots' rows that much high.
     let tenants = ["team-inference", "team-research", "team-batch", "__unallocated__"];
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
         for k in ["gpu_hours", "energy_kwh"] {
             let want = truth[k].number().unwrap();
-            let got = row(ns).map_or(0.0, |r| r[k].number().unwrap());
-            eprintln!("{ns:>16} {k}: {got:.4} vs ledger {want:.4}");
+            let got = row(rows, ns).map_or(0.0, |r| r[k].number().unwrap());
             assert!(got <= pool_h, "{ns}: {got} {k}");
             if k == "gpu_hours" || !tenants.contains(&ns.as_str()) {
-                assert!((got - want).abs() <= want * 0.005 + 1e-3, "{ns} {k}: {got} vs the ledger's {want}");
+                assert!((got - want).abs() <= want * 0.005 + 1e-3, "without HAMi's series, {ns} {k}: {got} vs the ledger's {want}");
             }
         }
     }
+    assert!(rows.iter().any(|r| r["request_based"] == "yes"), "the HAMi node's tenants are request-based");
     let energy: f64 = rows.iter().map(|r| r["energy_kwh"].number().unwrap()).sum();
-    let want = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
-    assert!((energy - want).abs() <= want * 0.005, "pool energy {energy} kWh vs the ledger's {want}");
-    let shares = query("SELECT DISTINCT gpu_share_pct FROM pods WHERE node = 'gpu-node-hami-01' ORDER BY 1");
-    assert_eq!(shares, [["10.0"], ["15.0"], ["25.0"], ["50.0"]], "each HAMi pod's share of the cores is in the lake");
-    // Completeness counts the HAMi node's 4 GPUs, not its 40 vGPUs.
-    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
-    assert_eq!(c["dcgm"]["expected"].as_i64().unwrap(), ledger["pool_unit_steps"].as_i64().unwrap(), "expected: the unit-steps the pool held");
-    let inv = common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "json"]));
-    let inv: Value = serde_json::from_str(&inv).unwrap();
-    let node = inv["rows"].as_array().unwrap().iter().find(|r| r["node"] == "gpu-node-hami-01").expect("the HAMi node in the inventory");
-    assert_eq!(node["gpus"].number().unwrap(), 4.0, "{node}");
+    assert!((energy - pool_kwh).abs() <= pool_kwh * 0.005, "pool energy {energy} kWh vs the ledger's {pool_kwh}");
 
     // The guard behind it: a fallback that reads each vGPU as a GPU and does not scale them to
     // the node (an override, as the shipped one was) would publish a negative __unallocated__
@@ -485,7 +518,7 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     std::fs::create_dir_all(dir.join("unscaled")).unwrap();
     std::fs::write(dir.join("unscaled/chargeback_fallback.sql"), unscaled).unwrap();
     for args in [&["report", "chargeback", "--from", FROM, "--to", TO, "-o", "cb.json", "--format", "json"][..], &["run", "--no-collect", "--month", "2026-10", "--reports-dir", "reports"][..]] {
-        let out = common::bin().current_dir(dir).args([&["--config", "h.toml", "--queries", "unscaled"][..], args].concat()).output().unwrap();
+        let out = common::bin().current_dir(dir).args([&["--config", "f.toml", "--queries", "unscaled"][..], args].concat()).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains("impossible bill") && err.contains("__unallocated__ ") && err.contains("GPU-hours"), "the rows are named: {err}");
@@ -754,9 +787,15 @@ fn collect_from_a_real_prometheus() {
     // minus lag" at the day's end; run collects the rest and writes October's reports, which
     // equal the reports on the lake collected in one go. A second run collects nothing and
     // rewrites the same bytes.
-    let lag = (chrono::Utc::now() - chrono::DateTime::parse_from_rfc3339(TO).unwrap().with_timezone(&chrono::Utc)).num_seconds();
-    write_config(dir, "r.toml", &prom.url(), "lake-r", &format!("lag_secs = {lag}\n\n[run]\nreports_dir = \"rep\"\nmin_completeness_pct = 3.0"));
+    // The lag is set just before each run: "now minus lag" stays on the day's end for a step
+    // (30 s), which a run's start-up on a loaded machine must not outlast.
+    let with_lag = || {
+        let lag = (chrono::Utc::now() - chrono::DateTime::parse_from_rfc3339(TO).unwrap().with_timezone(&chrono::Utc)).num_seconds();
+        write_config(dir, "r.toml", &prom.url(), "lake-r", &format!("lag_secs = {lag}\n\n[run]\nreports_dir = \"rep\"\nmin_completeness_pct = 3.0"));
+    };
+    with_lag();
     common::run_ok(dir, &["--config", "r.toml", "collect", "--from", FROM, "--to", "2026-10-05T12:00:00Z"]);
+    with_lag();
     let out = common::run_ok(dir, &["--config", "r.toml", "run", "--month", "2026-10"]);
     let summary = common::stdout(&out);
     eprintln!("{summary}");
@@ -771,6 +810,7 @@ fn collect_from_a_real_prometheus() {
     let csv = common::stdout(&common::run_ok(dir, &["--config", "a3.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
     assert_eq!(std::fs::read_to_string(dir.join("rep/2026-10/chargeback.csv")).unwrap(), csv);
     let reports = common::tree(&dir.join("rep"));
+    with_lag();
     let again = common::stdout(&common::run_ok(dir, &["--config", "r.toml", "run", "--month", "2026-10"]));
     assert!(again.contains("nothing new"), "{again}");
     assert!(common::tree(&dir.join("rep")) == reports, "a second run changed the reports");

@@ -9,10 +9,11 @@ use arrow::compute::concat_batches;
 use arrow::datatypes::{DataType, Int32Type, TimestampMillisecondType};
 
 use super::dcgm::DcgmGrid;
+use super::hami::HamiShares;
 use super::kube::{KubeMetric, KubeState};
 use super::prometheus::{fmt_ms, Series};
 use super::{labels, Job};
-use crate::config::PrometheusConfig;
+use crate::config::{PrometheusConfig, SharingConfig};
 use crate::domain::dcgm_field::Field;
 use crate::domain::units::UNMEASURED;
 use crate::lake::rows::{NodeRow, NodesBuilder};
@@ -94,7 +95,7 @@ pub(super) fn per_cluster(table: Table, clusters: &[ClusterRows], rows: &dyn Fn(
 
 /// Assembles one cluster's fetched series onto the window's grid: DCGM cells (the lookback,
 /// counters, the pool from kube-state-metrics' capacity), pods, and the gaps.
-pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, from: i64, to: i64) -> ClusterRows {
+pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, sharing: &SharingConfig, from: i64, to: i64) -> ClusterRows {
     let step = cfg.step_secs as i64 * 1000;
     let chunk = cfg.chunk_secs as i64 * 1000;
     let mut grid = DcgmGrid::new(from, to, cfg.step_secs);
@@ -117,6 +118,7 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
                 }
                 kube.add(*m, series, cfg);
             }
+            Job::Hami(_) => {}
         }
     }
     // Prometheus' lookback on the grid: each DCGM series, its chunks joined, stands over the
@@ -163,6 +165,19 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
         );
     }
     drop(joined);
+    let hami_series: Vec<_> = results.iter().filter_map(|(job, _, _, series)| if let Job::Hami(m) = job { Some(series.iter().map(move |x| (*m, x))) } else { None }).flatten().collect();
+    let shares = HamiShares::build(from, step, ((to - from) / step) as usize, &hami_series, cfg, sharing.hami_share);
+    if shares.gpus() > 0 {
+        tracing::info!(
+            "{}HAMi: holders of {} GPUs from its scheduler's allocations (sharing.hami_share = {:?}); {} GPU-steps whose holders added up to more than the GPU scaled down to it; {} holder-steps without the vGPU monitor's utilisation take the GPU's",
+            in_cluster(name, cfg),
+            shares.gpus(),
+            sharing.hami_share,
+            shares.scaled_steps,
+            shares.without_util
+        );
+    }
+    grid.set_hami(shares);
     let hami = kube.hami_nodes();
     for (node, pods) in &hami {
         tracing::warn!(

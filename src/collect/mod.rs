@@ -10,6 +10,7 @@
 mod assemble;
 pub mod dcgm;
 mod guards;
+pub mod hami;
 pub mod kube;
 pub mod labels;
 mod merge;
@@ -26,11 +27,12 @@ use futures::{StreamExt, TryStreamExt};
 
 use assemble::{assemble, by_cluster, gaps_batch, gpu_batch, nodes_of, per_cluster, unmeasured_gpu_seconds, ClusterRows};
 use guards::{held_in_lake, refuse_beyond_retention, Held};
+use hami::HamiMetric;
 use kube::KubeMetric;
 use merge::{merge_pods, merge_window};
 use prometheus::{fmt_ms, PromClient, PromError, Series};
 use state::{Checkpoints, LakeLock, StateError};
-use crate::config::PrometheusConfig;
+use crate::config::{PrometheusConfig, SharingConfig};
 use crate::domain::dcgm_field::Field;
 use crate::domain::units::UNMEASURED;
 use crate::lake::{write_partition, Lake, Table, WriteError};
@@ -105,6 +107,7 @@ pub struct CollectSummary {
 enum Job {
     Dcgm(Field),
     Kube(KubeMetric),
+    Hami(HamiMetric),
 }
 
 /// The window to collect: explicit, or from the checkpoint (or `initial_days` back) to now
@@ -133,8 +136,9 @@ pub fn resolve_window(
 
 /// Runs one collection over `[from, to)`. Where the lake already holds some of the window, the
 /// new rows replace it only if they are not less (fewer measured GPU rows, or fewer rows with a
-/// metric), unless `replace`: otherwise the run fails before writing anything.
-pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, progress: ProgressMode, replace: bool) -> Result<CollectSummary> {
+/// metric), unless `replace`: otherwise the run fails before writing anything. `sharing`: how a
+/// GPU a sharing layer splits is divided among its holders.
+pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfig, from: i64, to: i64, progress: ProgressMode, replace: bool) -> Result<CollectSummary> {
     let _lock = LakeLock::acquire(lake, "collect")?;
     let removed = lake.clean_orphans().map_err(|source| WriteError::Io { path: lake.root().to_path_buf(), source })?;
     if removed > 0 {
@@ -165,6 +169,9 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         for m in KubeMetric::ALL {
             tasks.push((Job::Kube(m), c, end));
         }
+        for m in HamiMetric::ALL {
+            tasks.push((Job::Hami(m), c, end));
+        }
         c = end;
     }
     summary.queries = tasks.len();
@@ -175,10 +182,11 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
         let selector = match &job {
             Job::Dcgm(f) => cfg.metrics.of(*f).to_string(),
             Job::Kube(m) => m.selector(cfg),
+            Job::Hami(m) => m.name(cfg).to_string(),
         };
         // The first DCGM chunk reaches one lookback back: a step at the window's start with no
         // scrape of its own takes the sample before it, as Prometheus would.
-        let query_start = if matches!(job, Job::Dcgm(_)) && s == from { s - cfg.lookback_secs as i64 * 1000 } else { s };
+        let query_start = if matches!(job, Job::Dcgm(_) | Job::Hami(_)) && s == from { s - cfg.lookback_secs as i64 * 1000 } else { s };
         let bar = &bar;
         async move {
             let series = client.range_vector(&selector, query_start, e).await?;
@@ -214,7 +222,7 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, from: i64, to: i64, pr
     results.sort_by_key(|(job, s, _, _)| (*s, job_order(job)));
     let mut clusters = Vec::new();
     for (name, part) in by_cluster(results, cfg) {
-        let c = assemble(&name, &part, cfg, from, to);
+        let c = assemble(&name, &part, cfg, sharing, from, to);
         summary.pods += c.kube.pods_seen();
         summary.gaps += c.gaps.len();
         clusters.push(c);
@@ -334,6 +342,7 @@ fn job_order(job: &Job) -> (u8, u8) {
     match job {
         Job::Dcgm(f) => (0, *f as u8),
         Job::Kube(m) => (1, *m as u8),
+        Job::Hami(m) => (2, *m as u8),
     }
 }
 

@@ -17,7 +17,7 @@ pub(super) async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()>
         }
     }
     let (from, to) = crate::collect::resolve_window(&ctx.lake, &cfg, from, to, Utc::now())?;
-    let s = crate::collect::collect(&ctx.lake, &cfg, from, to, ctx.progress, args.replace).await?;
+    let s = crate::collect::collect(&ctx.lake, &cfg, &ctx.config.sharing, from, to, ctx.progress, args.replace).await?;
     if s.queries > 0 {
         tracing::info!(
             "collected {} to {}: {} queries, {} samples ({:.0}/s) in {:.2}s fetching (Prometheus {:.2}s, JSON decode {:.2}s, summed over {} in flight) + {:.2}s assembling + {:.2}s writing; {} GPU rows, {} pods, {} gaps, {:.2} GPU-hours unmeasured",

@@ -82,6 +82,10 @@ impl Default for MetricNames {
             node_capacity: "kube_node_status_capacity".into(),
             kueue_pending: "kueue_pending_workloads".into(),
             namespace_labels: "kube_namespace_labels".into(),
+            hami_core_allocated: "hami_vgpu_core_allocated_ratio".into(),
+            hami_memory_allocated: "hami_vgpu_memory_allocated_bytes".into(),
+            hami_memory_limit: "hami_gpu_memory_limit_bytes".into(),
+            hami_container_util: "hami_container_device_utilization_ratio".into(),
         }
     }
 }
@@ -192,6 +196,7 @@ impl Default for Config {
             focus: FocusConfig::default(),
             plan: PlanConfig::default(),
             serve: ServeConfig::default(),
+            sharing: SharingConfig::default(),
             quotas: BTreeMap::new(),
             teams: BTreeMap::new(),
             chargeback_by: Default::default(),

@@ -32,6 +32,7 @@ pub struct Config {
     pub focus: FocusConfig,
     pub plan: PlanConfig,
     pub serve: ServeConfig,
+    pub sharing: SharingConfig,
     /// namespace -> GPU quota, for namespaces without a ResourceQuota.
     pub quotas: BTreeMap<String, u32>,
     /// namespace -> team, or `{ team, cost_centre }`; wins over namespace labels.
@@ -188,6 +189,14 @@ fn preempts_by_default() -> bool {
     true
 }
 
+/// How a GPU a sharing layer splits is divided among its holders.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SharingConfig {
+    /// A HAMi vGPU's part of its GPU: `cores`, `memory` or `max` (the larger).
+    pub hami_share: crate::domain::gpu_resource::HamiShare,
+}
+
 /// The idle report's thresholds.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -305,6 +314,13 @@ pub struct MetricNames {
     pub node_capacity: String,
     pub kueue_pending: String,
     pub namespace_labels: String,
+    /// HAMi's scheduler: each container's allocated cores (percent) and memory (bytes) per
+    /// device, and each device's memory limit; its vGPU monitor: each container's part of the
+    /// device's utilisation (0-100).
+    pub hami_core_allocated: String,
+    pub hami_memory_allocated: String,
+    pub hami_memory_limit: String,
+    pub hami_container_util: String,
 }
 
 impl MetricNames {

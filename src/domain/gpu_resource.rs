@@ -47,9 +47,58 @@ impl GpuResource {
     }
 }
 
+/// Which of a HAMi vGPU's allocations is its part of the GPU (`[sharing] hami_share`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HamiShare {
+    /// Its cores (`nvidia.com/gpucores`, percent of the GPU's SMs).
+    Cores,
+    /// Its framebuffer over the GPU's (`nvidia.com/gpumem`).
+    Memory,
+    /// The larger of the two: what it takes from the others. HAMi places a pod on a GPU only
+    /// where both its cores and its memory still fit, so a pod holding 80% of the memory and
+    /// 10% of the cores keeps every pod that needs more than 20% of the memory off the GPU.
+    #[default]
+    Max,
+}
+
+impl HamiShare {
+    /// The part of its GPU (0-1) a vGPU holds, given its cores (percent; 0 is HAMi's "no core
+    /// limit") and its memory's fraction of the GPU's (None where the GPU's memory is unknown).
+    /// A vGPU without a core limit counts by its memory under every rule, and one with neither
+    /// known counts as the whole GPU (it may use all of it); callers scale a GPU's holders down
+    /// together where they add up to more than one GPU.
+    pub fn of(self, cores_pct: Option<f64>, memory_frac: Option<f64>) -> f64 {
+        let cores = cores_pct.filter(|c| *c > 0.0).map(|c| (c / 100.0).min(1.0));
+        let memory = memory_frac.filter(|m| *m > 0.0).map(|m| m.min(1.0));
+        let part = match self {
+            HamiShare::Cores => cores.or(memory),
+            HamiShare::Memory => memory.or(cores),
+            HamiShare::Max => match (cores, memory) {
+                (Some(c), Some(m)) => Some(c.max(m)),
+                (c, m) => c.or(m),
+            },
+        };
+        part.unwrap_or(1.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vgpu_is_its_cores_its_memory_or_the_larger() {
+        assert_eq!(HamiShare::Cores.of(Some(25.0), Some(0.5)), 0.25);
+        assert_eq!(HamiShare::Memory.of(Some(25.0), Some(0.5)), 0.5);
+        assert_eq!(HamiShare::Max.of(Some(25.0), Some(0.5)), 0.5);
+        assert_eq!(HamiShare::Max.of(Some(80.0), Some(0.1)), 0.8);
+        // No core limit (0): its memory, whatever the rule; nothing known: the whole GPU.
+        assert_eq!(HamiShare::Cores.of(Some(0.0), Some(0.3)), 0.3);
+        assert_eq!(HamiShare::Memory.of(Some(40.0), None), 0.4);
+        assert_eq!(HamiShare::Max.of(None, None), 1.0);
+        assert_eq!(HamiShare::Cores.of(Some(150.0), None), 1.0, "never more than the GPU");
+    }
 
     #[test]
     fn only_device_counts_are_read_as_gpus() {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use arrow::array::RecordBatch;
 
+use super::hami::HamiShares;
 use super::labels::{sane, Holder, LabelPick, WorkloadLabels};
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
@@ -172,6 +173,9 @@ pub struct DcgmGrid {
     /// UUIDs that replaced an earlier board at their node and index: they exist from their
     /// first sample, not before.
     successors: std::collections::BTreeSet<String>,
+    /// The holders HAMi's scheduler names on the GPUs it shares ([`set_hami`](Self::set_hami)):
+    /// where it names any, they are the step's holders, not DCGM's labels.
+    hami: HamiShares,
 }
 
 /// What [`DcgmGrid::set_pool`] found about the pool, for the run's log.
@@ -205,7 +209,13 @@ impl DcgmGrid {
             spans: BTreeMap::new(),
             replaced_at: BTreeMap::new(),
             successors: std::collections::BTreeSet::new(),
+            hami: HamiShares::default(),
         }
+    }
+
+    /// The holders of the GPUs HAMi shares, from its own series.
+    pub fn set_hami(&mut self, shares: HamiShares) {
+        self.hami = shares;
     }
 
     /// Adds one query's series (samples may run one step past the window for energy).

@@ -3,6 +3,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use crate::collect::hami::HamiPart;
 
 impl DcgmGrid {
     /// Rows for cells `[c0, c1)` of the grid (one day), in the table's schema.
@@ -83,6 +84,8 @@ impl DcgmGrid {
                 let info = parent.map_or_else(|| &instances[0].1 .0, |(_, (info, _))| info);
                 let cell = Cell { seen: true, direct: true, holders: Vec::new(), values: device_values(&device.values), ..Cell::default() };
                 self.push_rows(rows, &whole_key, info, None, rest, &cell, None, counters, c, step_s, false);
+            } else if let (Some((key, (info, _))), Some(cell), Some(parts)) = (parent, parent_cell, self.hami.at(&keys[0].uuid, c)) {
+                self.push_hami_rows(rows, key, info, cell, parts, counters, c, step_s);
             } else if let (Some((key, (info, _))), Some(cell)) = (parent, parent_cell) {
                 self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, None, counters, c, step_s, false);
             } else if exists(c) {
@@ -133,17 +136,8 @@ impl DcgmGrid {
     ) {
         // A device-level field the instance's series lacks comes from its parent GPU's series.
         let v = |f: Field| cell.values[f as usize].or_else(|| if DEVICE_FIELDS.contains(&f) { parent.and_then(|p| p[f as usize]) } else { None });
-        let gpu_power = v(Field::Power);
-        let gpu_energy_j = counters
-            .and_then(|e| match (e[c], e[c + 1]) {
-                (Some(a), Some(b)) if b >= a => Some((b - a) / 1000.0),
-                _ => None, // a reset (driver reload) or a missing scrape
-            })
-            .or_else(|| gpu_power.map(|p| p * step_s as f64));
-        let total = match (v(Field::FbUsed), v(Field::FbFree)) {
-            (Some(u), Some(f)) => Some(u + f),
-            _ => None,
-        };
+        let gpu_energy_j = step_energy(counters, c, v(Field::Power), step_s);
+        let total = fb_total(v(Field::FbUsed), v(Field::FbFree));
         let ts = self.from + c as i64 * self.step;
         let parts: Vec<(Option<&Held>, f64)> = if unmeasured { vec![(None, 1.0)] } else { cell.parts(ts, self.step) };
         // A part's own value, else the step's (its first scrape, or what stands over it).
@@ -186,4 +180,67 @@ impl DcgmGrid {
             });
         }
     }
+
+    /// The rows of a GPU HAMi shares in cell `c`: one per holder its scheduler names, each its
+    /// part of the GPU (`parts`) with that part of the energy and power, and its own
+    /// utilisation where the vGPU monitor has one (else the GPU's); the rest of the GPU, if
+    /// any, one row without a holder and without a utilisation of its own.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn push_hami_rows(&self, rows: &mut GpuSamplesBuilder, key: &UnitKey, info: &UnitInfo, cell: &Cell, parts: &[HamiPart], counters: Option<&Vec<Option<f64>>>, c: usize, step_s: i32) {
+        let v = |f: Field| cell.values[f as usize];
+        let energy = step_energy(counters, c, v(Field::Power), step_s);
+        let gpu_util = v(Field::Util).or_else(|| v(Field::EngineActive).map(|r| r * 100.0));
+        let ts = self.from + c as i64 * self.step;
+        // Shares in whole microseconds of the step (GPU time is summed as integer GPU-us, each
+        // row rounded), so the holders and the rest add up to the step exactly.
+        let step_us = step_s as f64 * 1e6;
+        let mut us: Vec<f64> = parts.iter().map(|p| (p.share * step_us).round()).collect();
+        let over = us.iter().sum::<f64>() - step_us;
+        if over > 0.0 {
+            let largest = (0..us.len()).max_by(|&a, &b| us[a].total_cmp(&us[b])).expect("a holder");
+            us[largest] -= over;
+        }
+        let rest_us = step_us - us.iter().sum::<f64>();
+        let rest = (rest_us > 0.0).then_some(rest_us / step_us);
+        let holders = parts.iter().zip(&us).map(|(p, u)| (Some(self.hami.holder(p.holder)), u / step_us, p.util_pct.or(gpu_util)));
+        for (h, share, util) in holders.chain(rest.map(|r| (None, r, None))) {
+            rows.push(&GpuSampleRow {
+                ts,
+                step_s,
+                node: &key.node,
+                gpu_uuid: &key.uuid,
+                gpu_index: info.gpu_index,
+                gpu_model: &info.model,
+                mig_profile: None,
+                gpu_instance_id: None,
+                namespace: h.map(|h| h.0.as_str()),
+                pod: h.map(|h| h.1.as_str()),
+                container: h.and_then(|h| h.2.as_deref()),
+                share,
+                util_pct: util.map(|u| u as f32),
+                mem_used_mib: v(Field::FbUsed).map(|x| x as f32),
+                mem_total_mib: fb_total(v(Field::FbUsed), v(Field::FbFree)).map(|x| x as f32),
+                power_w: v(Field::Power).map(|p| (p * share) as f32),
+                energy_j: energy.map(|e| e * share),
+                temp_c: v(Field::Temp).map(|x| x as f32),
+                xid: v(Field::Xid).map(|x| x as i32),
+            });
+        }
+    }
+}
+
+/// A GPU's energy in cell `c` (J): the counter's delta where both ends are read and it did not
+/// go back (a driver reload), else power x step.
+fn step_energy(counters: Option<&Vec<Option<f64>>>, c: usize, power: Option<f64>, step_s: i32) -> Option<f64> {
+    counters
+        .and_then(|e| match (e[c], e[c + 1]) {
+            (Some(a), Some(b)) if b >= a => Some((b - a) / 1000.0),
+            _ => None, // a reset (driver reload) or a missing scrape
+        })
+        .or_else(|| power.map(|p| p * step_s as f64))
+}
+
+/// The framebuffer's size: used + free, where both are read.
+fn fb_total(used: Option<f64>, free: Option<f64>) -> Option<f64> {
+    Some(used? + free?)
 }
