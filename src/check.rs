@@ -247,6 +247,8 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
             finding(Status::Ok, what, "present")
         } else if metric == KubeMetric::KueuePending {
             finding(Status::Ok, what, "absent (Kueue does not run here; the queue report skips it)")
+        } else if metric == KubeMetric::ResourceClaims {
+            finding(Status::Ok, what, "absent (no DRA here, or kube-state-metrics before 2.20: pods holding GPUs through ResourceClaims are then known from dcgm-exporter alone)")
         } else if metric == KubeMetric::NamespaceLabels {
             finding(Status::Ok, what, "absent (teams and cost centres come from the config's [teams] only)")
         } else if required {

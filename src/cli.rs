@@ -210,6 +210,12 @@ pub struct SimulateArgs {
     /// DCGM naming no pod there (as dcgm-exporter does under HAMi).
     #[arg(long)]
     pub hami_node: bool,
+    /// The first whole-GPU node and the first MIG node allocate their GPUs and MIG devices
+    /// through DRA ResourceClaims (NVIDIA's DRA driver): their pods request no `nvidia.com/*`
+    /// resource, kube-state-metrics shows `kube_pod_resourceclaim_info`, and dcgm-exporter adds
+    /// the claim's `dra_*` labels to the pod's.
+    #[arg(long)]
+    pub dra_nodes: bool,
     /// With --openmetrics: a rolling update of the dcgm-exporter DaemonSet from 09:00 UTC of the
     /// window's first day: each node's exporter away 70 s, one node every 90 s, the new pod at
     /// a new address (`instance`).

@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Int32Type, TimestampMillisecondType};
 
 use super::dcgm::DcgmGrid;
 use super::hami::HamiShares;
-use super::kube::{KubeMetric, KubeState};
+use super::kube::{ClaimDevices, KubeMetric, KubeState};
 use super::prometheus::{fmt_ms, Series};
 use super::{labels, Job};
 use crate::config::{PrometheusConfig, SharingConfig};
@@ -155,6 +155,16 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
     grid.align_counters(series_of(Field::Energy), series_of(Field::Power), cfg);
     grid.fill_counters(series_of(Field::Energy), cfg);
     log_conventions(name, &joined, cfg);
+    let dra = kube.set_dra(&dra_devices(&joined));
+    if dra.seen + dra.by_template + dra.unknown > 0 {
+        tracing::info!(
+            "{}DRA: {} pods hold GPUs through ResourceClaims (their devices as dcgm-exporter labels them with the claim); {} more, whose claims it never named (pending, or not mapped), take what other pods' claims of the same template held (inferred); {} with claims of no known GPU request",
+            in_cluster(name, cfg),
+            dra.seen,
+            dra.by_template,
+            dra.unknown
+        );
+    }
     if let Some(util) = typical.get(&Field::Util).or_else(|| typical.get(&Field::EngineActive)) {
         tracing::info!(
             "{}DCGM scrape interval {:.0} s (median over series), lake step {} s; {filled} GPU-steps without a scrape of their own took the last sample within prometheus.lookback_secs = {}",
@@ -232,6 +242,31 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
     }
     ClusterRows { name: name.to_string(), grid, kube, gaps }
 
+}
+
+/// The devices dcgm-exporter labels with a DRA claim (`dra_claim_namespace`, `dra_claim_name`;
+/// the device by `dra_device_name`, else its UUID and MIG instance), by claim.
+fn dra_devices(joined: &[(Field, &BTreeMap<String, String>, Vec<(i64, f64)>)]) -> BTreeMap<(String, String), ClaimDevices> {
+    let mut out: BTreeMap<(String, String), ClaimDevices> = BTreeMap::new();
+    for (_, l, samples) in joined {
+        let (Some(ns), Some(claim)) = (l.get("dra_claim_namespace"), l.get("dra_claim_name")) else { continue };
+        if samples.is_empty() || claim.is_empty() {
+            continue;
+        }
+        let uuid = l.get("UUID").or_else(|| l.get("uuid")).map_or("", String::as_str);
+        let gi = l.get("GPU_I_ID").map_or("", String::as_str);
+        let device = l.get("dra_device_name").filter(|d| !d.is_empty()).cloned().unwrap_or_else(|| format!("{uuid}/{gi}"));
+        let e = out.entry((ns.clone(), claim.clone())).or_default();
+        match l.get("GPU_I_PROFILE").filter(|p| !p.is_empty()) {
+            Some(profile) => {
+                e.mig.entry(profile.clone()).or_default().insert(device);
+            }
+            None => {
+                e.whole.insert(device);
+            }
+        }
+    }
+    out
 }
 
 /// Logs once per run how the DCGM series name their workload, per node: the conventions in use,

@@ -38,8 +38,8 @@ pub(super) fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
         target_util: 0.75,
         time_sliced: args.time_sliced,
     };
-    if args.trace.is_some() && (args.autoscale || args.replace_gpu || args.hami_node) {
-        anyhow::bail!("--autoscale, --replace-gpu and --hami-node shape the simulated pool, not a trace's");
+    if args.trace.is_some() && (args.autoscale || args.replace_gpu || args.hami_node || args.dra_nodes) {
+        anyhow::bail!("--autoscale, --replace-gpu, --hami-node and --dra-nodes shape the simulated pool, not a trace's");
     }
     let t0 = Instant::now();
     let mut sim = match &args.trace {
@@ -47,7 +47,7 @@ pub(super) fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
             params.validate()?;
             trace::simulate_trace(path, params.clone())?
         }
-        None => Simulation::run_shaped(params.clone(), PoolShape { autoscale: args.autoscale, replace_gpu: args.replace_gpu, hami: args.hami_node })?,
+        None => Simulation::run_shaped(params.clone(), PoolShape { autoscale: args.autoscale, replace_gpu: args.replace_gpu, hami: args.hami_node, dra: args.dra_nodes })?,
     };
     if let Some(path) = &args.util_trace {
         let t = crate::simulate::util_trace::UtilTrace::read(path)?;
@@ -174,6 +174,7 @@ pub(super) async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         autoscale: false,
         replace_gpu: false,
         hami_node: false,
+        dra_nodes: false,
         exporter_rollout: false,
         exporter_restart_hours: 0,
         cluster: None,

@@ -82,6 +82,7 @@ impl Default for MetricNames {
             node_capacity: "kube_node_status_capacity".into(),
             kueue_pending: "kueue_pending_workloads".into(),
             namespace_labels: "kube_namespace_labels".into(),
+            pod_resourceclaim_info: "kube_pod_resourceclaim_info".into(),
             hami_core_allocated: "hami_vgpu_core_allocated_ratio".into(),
             hami_memory_allocated: "hami_vgpu_memory_allocated_bytes".into(),
             hami_memory_limit: "hami_gpu_memory_limit_bytes".into(),

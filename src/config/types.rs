@@ -314,6 +314,8 @@ pub struct MetricNames {
     pub node_capacity: String,
     pub kueue_pending: String,
     pub namespace_labels: String,
+    /// kube-state-metrics 2.20's pod-to-ResourceClaim link (DRA).
+    pub pod_resourceclaim_info: String,
     /// HAMi's scheduler: each container's allocated cores (percent) and memory (bytes) per
     /// device, and each device's memory limit; its vGPU monitor: each container's part of the
     /// device's utilisation (0-100).

@@ -35,6 +35,9 @@ pub struct Node {
     pub name: String,
     pub model: &'static GpuModel,
     pub mig: bool,
+    /// Its GPUs and MIG devices are allocated by DRA ResourceClaims (NVIDIA's DRA driver), not
+    /// the device plugin: pods ask for them in a claim, not in their resource requests.
+    pub dra: bool,
     /// Indices into `Cluster::units`.
     pub units: Vec<usize>,
 }
@@ -112,6 +115,9 @@ pub struct PoolShape {
     /// vGPU slots (pods request `nvidia.com/gpu: 1` and the slot's `gpucores` and `gpumem`), the
     /// node advertises `HAMI_SPLIT` vGPUs per GPU as `nvidia.com/gpu`, and DCGM names no pod there.
     pub hami: bool,
+    /// The first whole-GPU node and the first MIG node allocate their devices through DRA
+    /// ResourceClaims: dcgm-exporter adds the claim's labels, the pods request no GPU resource.
+    pub dra: bool,
 }
 
 /// The HAMi node's GPUs, their vGPU slots (percent of the cores each, summing to 100) and the
@@ -156,7 +162,7 @@ impl Cluster {
 
         let mut cluster = Cluster { nodes: Vec::new(), units: Vec::new(), gpus: Vec::new() };
         for (i, (model, mig)) in kinds.into_iter().enumerate() {
-            let node = Node { name: format!("gpu-node-{:02}", i + 1), model, mig, units: Vec::new() };
+            let node = Node { name: format!("gpu-node-{:02}", i + 1), model, mig, dra: false, units: Vec::new() };
             cluster.nodes.push(node);
             for g in 0..GPUS_PER_NODE {
                 let uuid = gpu_uuid(seed, i, g);
@@ -204,7 +210,7 @@ impl Cluster {
         if shape.autoscale {
             let i = self.nodes.len();
             let name = format!("gpu-node-as-{:02}", 1);
-            self.nodes.push(Node { name, model: &L4, mig: false, units: Vec::new() });
+            self.nodes.push(Node { name, model: &L4, mig: false, dra: false, units: Vec::new() });
             let life = Lifetime { absent: vec![(i64::MIN, ws + AUTOSCALE_FROM_MS), (ws + AUTOSCALE_TO_MS, i64::MAX)], new_board: None };
             for g in 0..GPUS_PER_NODE {
                 let (u, gpu) = (self.units.len(), self.gpus.len());
@@ -227,7 +233,7 @@ impl Cluster {
         }
         if shape.hami {
             let i = self.nodes.len();
-            self.nodes.push(Node { name: "gpu-node-hami-01".into(), model: &H100, mig: false, units: Vec::new() });
+            self.nodes.push(Node { name: "gpu-node-hami-01".into(), model: &H100, mig: false, dra: false, units: Vec::new() });
             for g in 0..HAMI_GPUS {
                 let gpu = self.gpus.len();
                 let mut phys = PhysicalGpu { node: i, units: Vec::new(), model: &H100, life: Lifetime::default() };
@@ -252,6 +258,13 @@ impl Cluster {
                     self.nodes[i].units.push(u);
                 }
                 self.gpus.push(phys);
+            }
+        }
+        if shape.dra {
+            for mig in [false, true] {
+                if let Some(n) = self.nodes.iter_mut().find(|n| n.mig == mig && !n.units.is_empty() && n.name.starts_with("gpu-node-0")) {
+                    n.dra = true;
+                }
             }
         }
         if shape.replace_gpu {

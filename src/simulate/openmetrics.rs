@@ -302,7 +302,22 @@ impl<W: Write> OmWriter<'_, W> {
                     if let Some(id) = holder {
                         let pod = &sim.schedule.pods[id];
                         let ns = &sim.namespaces[pod.ns];
-                        write!(labels, ",{prefix}container=\"{}\",{prefix}namespace=\"{}\",{prefix}pod=\"{}\"", ns.container, esc(ns.name), esc(&pod.name)).expect("string write");
+                        write!(labels, ",{prefix}container=\"{}\"", ns.container).expect("string write");
+                        // dcgm-exporter with DRA: the claim that allocated the device, beside the pod.
+                        if sim.cluster.nodes[unit.node].dra {
+                            let device = match unit.gi_id {
+                                Some(gi) => format!("gpu-{}-mig-{gi}", unit.gpu_index),
+                                None => format!("gpu-{}", unit.gpu_index),
+                            };
+                            write!(
+                                labels,
+                                ",dra_claim_name=\"{}\",dra_claim_namespace=\"{}\",dra_device_name=\"{device}\",dra_driver_name=\"gpu.nvidia.com\",dra_pool_name=\"{node}\"",
+                                esc(&dra_claim(pod)),
+                                esc(ns.name)
+                            )
+                            .expect("string write");
+                        }
+                        write!(labels, ",{prefix}namespace=\"{}\",{prefix}pod=\"{}\"", esc(ns.name), esc(&pod.name)).expect("string write");
                     }
                     if renamed {
                         // The scrape target's own labels, as Prometheus adds them without honorLabels.
@@ -551,6 +566,7 @@ impl<W: Write> OmWriter<'_, W> {
         let id_labels = |p: &SimPod| format!("namespace=\"{}\",pod=\"{}\",uid=\"{}\"", esc(sim.namespaces[p.ns].name), esc(&p.name), p.uid);
         let node_name = |p: &SimPod| p.node.map(|n| sim.cluster.nodes[n].name.clone()).unwrap_or_default();
         let at = |t: Option<i64>, ts: i64| t.filter(|&t| t <= ts);
+        let on_dra = |p: &SimPod| p.node.is_some_and(|n| sim.cluster.nodes[n].dra);
 
         // Families with one series per pod whose value is a time (or 1).
         type ValueFn<'x> = Box<dyn Fn(&SimPod, i64) -> Option<String> + 'x>;
@@ -605,7 +621,11 @@ impl<W: Write> OmWriter<'_, W> {
             let p = &sim.schedule.pods[i];
             let ns = &sim.namespaces[p.ns];
             let gpu_res = p.resource.name().replace(['.', '/', '-'], "_");
-            let mut reqs = vec![(gpu_res.as_str(), "integer", p.gpu_request as f64), ("cpu", "core", p.cpu_request), ("memory", "byte", p.mem_request_bytes as f64)];
+            let mut reqs = vec![("cpu", "core", p.cpu_request), ("memory", "byte", p.mem_request_bytes as f64)];
+            // A pod on a DRA node asks for its devices in a ResourceClaim, not here.
+            if !on_dra(p) {
+                reqs.insert(0, (gpu_res.as_str(), "integer", p.gpu_request as f64));
+            }
             // A HAMi pod also asks for its slot's cores (percent) and framebuffer (MiB).
             if let Some(&u) = p.units.first().filter(|&&u| sim.cluster.units[u].hami) {
                 let slot = &sim.cluster.units[u];
@@ -621,6 +641,18 @@ impl<W: Write> OmWriter<'_, W> {
                     let l = if at(p.scheduled, ts).is_some() { &bound } else { &before };
                     self.sample("kube_pod_container_resource_requests", l, &go_g(v), ts)?;
                 }
+            }
+        }
+
+        // kube-state-metrics 2.20's pod-to-claim link, one series per pod.spec.resourceClaims
+        // entry: the pod's claim from a template named after what it asks for.
+        self.family("kube_pod_resourceclaim_info", "Information about a DRA ResourceClaim referenced by a pod.")?;
+        for &i in pods.iter().filter(|&&i| on_dra(&sim.schedule.pods[i])) {
+            let p = &sim.schedule.pods[i];
+            let template = format!("{}-x{}", p.resource.name().trim_start_matches("nvidia.com/").replace(['.', '/'], "-"), p.gpu_request);
+            let labels = format!("{},claim_name=\"gpu\",resourceclaim_name=\"{}\",resourceclaim_template_name=\"{template}\",{ksm}", id_labels(p), esc(&dra_claim(p)));
+            for ts in self.pod_steps(p).step_by(step as usize) {
+                self.sample("kube_pod_resourceclaim_info", &labels, "1", ts)?;
             }
         }
 
@@ -713,6 +745,13 @@ impl<W: Write> OmWriter<'_, W> {
         }
         Ok(())
     }
+}
+
+/// The ResourceClaim a DRA pod's template made for it: `<pod>-gpu-<5 characters>`, one per pod
+/// (a pod re-created under the same name gets a new claim), as Kubernetes names them.
+fn dra_claim(pod: &SimPod) -> String {
+    let tail: String = pod.uid.chars().filter(char::is_ascii_alphanumeric).take(5).collect();
+    format!("{}-gpu-{tail}", pod.name)
 }
 
 fn phase_at(p: &SimPod, ts: i64) -> &'static str {

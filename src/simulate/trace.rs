@@ -213,7 +213,7 @@ pub fn simulate_trace(path: &Path, params: SimParams) -> Result<Simulation, Trac
 fn a100_pool(gpus: usize, seed: u64) -> Cluster {
     let mut cluster = Cluster { nodes: Vec::new(), units: Vec::new(), gpus: Vec::new() };
     for n in 0..gpus.div_ceil(GPUS_PER_NODE).max(1) {
-        cluster.nodes.push(Node { name: format!("trace-node-{:04}", n + 1), model: &A100, mig: false, units: Vec::new() });
+        cluster.nodes.push(Node { name: format!("trace-node-{:04}", n + 1), model: &A100, mig: false, dra: false, units: Vec::new() });
         for g in 0..GPUS_PER_NODE {
             let u = cluster.units.len();
             let h = super::rng::mix(seed ^ ((n as u64) << 8 | g as u64));
