@@ -247,6 +247,12 @@ pub struct CollectArgs {
     /// holds (fewer GPU rows, a metric gone); without it such a re-collect fails and keeps the lake.
     #[arg(long)]
     pub replace: bool,
+    /// Fetch nothing: record the lake's files of day YYYY-MM-DD (repeatable) as published as
+    /// they are now, after a loss that cannot be collected again (a day file deleted, a collect
+    /// stopped mid-day, and Prometheus no longer holds the day). Reports refuse a day whose
+    /// files are not as published until it is collected again or accepted.
+    #[arg(long, value_name = "DAY", conflicts_with_all = ["from", "to", "url", "replace"])]
+    pub accept: Vec<chrono::NaiveDate>,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ pub mod distributed;
 pub mod domain;
 pub mod engine;
 pub mod exit;
+pub mod failpoint;
 pub mod lake;
 pub mod limits;
 pub mod plan;

@@ -1106,3 +1106,71 @@ fn clusters_sharing_one_prometheus() {
     let clusters: std::collections::BTreeSet<&str> = lines.iter().map(|l| l[at].as_str()).collect();
     assert_eq!(clusters.into_iter().collect::<Vec<_>>(), ["east", "west"]);
 }
+
+/// A collect killed (SIGKILL, through the `publish` failpoint) after each day file it publishes,
+/// on a lake that already holds the morning: every report before the next collect exits
+/// non-zero naming the unfinished day, never 0 with fewer pods; the next collect of the window
+/// repairs the lake, whose reports are then the bytes of a run that was never killed.
+#[test]
+fn a_collect_killed_while_publishing_never_bills_a_half_day() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (prom, _) = simulated_day(dir, "41", &[]);
+    let noon = "2026-10-05T12:00:00Z";
+    write_config(dir, "morning.toml", &prom.url(), "morning", "");
+    common::run_ok(dir, &["--config", "morning.toml", "collect", "--from", FROM, "--to", noon]);
+    let copy = |to: &str| {
+        let out = Command::new("cp").args(["-a", "morning", to]).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        write_config(dir, &format!("{to}.toml"), &prom.url(), to, "")
+    };
+    let reports = |cfg: &Path| -> Vec<std::process::Output> {
+        ["chargeback", "queue", "quota"]
+            .iter()
+            .map(|kind| common::bin().current_dir(dir).args(["--config", cfg.to_str().unwrap(), "report", kind, "--from", FROM, "--to", TO, "--format", "csv"]).output().unwrap())
+            .collect()
+    };
+    // The afternoon collected without a kill: what every repaired lake must report.
+    let whole = copy("whole");
+    common::run_ok(dir, &["--config", whole.to_str().unwrap(), "collect", "--from", noon, "--to", TO]);
+    let want: Vec<Vec<u8>> = reports(&whole).into_iter().map(|o| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    }).collect();
+
+    let mut kills = 0;
+    for k in 1.. {
+        let cfg = copy(&format!("kill{k}"));
+        let out = common::bin()
+            .current_dir(dir)
+            .env(gpuledger::failpoint::VAR, format!("publish:{k}"))
+            .args(["--config", cfg.to_str().unwrap(), "collect", "--from", noon, "--to", TO])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "killed after publish {k}: {}", String::from_utf8_lossy(&out.stderr));
+        kills += 1;
+        for (kind, o) in ["chargeback", "queue", "quota"].iter().zip(reports(&cfg)) {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "killed after publish {k}: report {kind} must refuse the half-published day: {err}");
+            assert!(err.contains("the lake is not as it was published") && err.contains("a collect began writing the day and stopped"), "{kind} after publish {k}: {err}");
+            assert!(err.contains(&format!("gpuledger collect --from 2026-10-0")), "{kind}: names the repair: {err}");
+        }
+        // The next collect of the window repairs it.
+        common::run_ok(dir, &["--config", cfg.to_str().unwrap(), "collect", "--from", noon, "--to", TO]);
+        for (i, o) in reports(&cfg).into_iter().enumerate() {
+            assert!(o.status.success(), "repaired after publish {k}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(o.stdout == want[i], "repaired after publish {k}: report {i} differs from the run never killed");
+        }
+        std::fs::remove_dir_all(dir.join(format!("kill{k}"))).unwrap();
+    }
+    // One kill per file of the afternoon's day and of the earlier days whose pods it rewrote.
+    eprintln!("{kills} kills, each named and repaired");
+    assert!(kills >= 9, "a kill after each of the day's nine tables at least: {kills}");
+}

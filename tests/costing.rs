@@ -482,6 +482,8 @@ fn request_based_fallback_for_a_node_without_pod_mapping() {
         }
         let b = RecordBatch::try_new(b.schema(), columns).unwrap();
         gpuledger::lake::write_partition(&lake, gpuledger::lake::Table::GpuSamples, date, &b).unwrap();
+        // Written as a collect writes a day: recorded as published once written.
+        gpuledger::lake::published::Published::record(&lake, [date]).unwrap();
     }
     let out = common::run_ok(dir.path(), &["--lake", "s/lake", "report", "chargeback", "--from", "2026-10-01", "--to", "2026-10-04", "--format", "json"]);
     let report: Value = serde_json::from_str(&common::stdout(&out)).unwrap();

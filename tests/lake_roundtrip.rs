@@ -217,8 +217,10 @@ fn a_file_from_before_the_cluster_column_reads_as_cluster_default() {
 
 /// A lake whose files are not what gpuledger wrote: a report or query never reads it as a
 /// smaller month. A Parquet file of another table copied into a day folder, a day file cut off
-/// (a full disk, a bad copy): exit 1 naming the file. A day file deleted with its rollup kept:
-/// the report is written, marked DATA INCOMPLETE for the missing day, exit 3.
+/// (a full disk, a bad copy), a published day file deleted, a day file or folder that is a link
+/// to nothing: exit 1 naming the file, for `report`, `query` and `run`. A deleted day accepted
+/// as it is (`collect --accept`): the report is written, marked DATA INCOMPLETE for the missing
+/// day, exit 3.
 #[test]
 fn damaged_lake_files_are_named_never_read_as_less() {
     let tmp = tempfile::tempdir().unwrap();
@@ -253,10 +255,37 @@ fn damaged_lake_files_are_named_never_read_as_less() {
 
     std::fs::remove_file(dir.join(day2)).unwrap();
     assert!(dir.join("s/lake/_rollups/gpu_buckets/date=2026-10-02").exists(), "the day's rollup is kept");
+    // A published day file deleted is named, never read as a day with fewer rows.
+    fails_naming(report(&[]), &format!("{day2}: missing (published with "), "a deleted day file, report");
+    fails_naming(query("SELECT count(*) FROM pods"), day2, "a deleted day file, query");
+    // Accepted as it is now (what an operator does when Prometheus no longer holds the day),
+    // the day reads as a day without DCGM samples.
+    let out = common::run_ok(dir, &["--lake", "s/lake", "collect", "--accept", "2026-10-02"]);
+    assert!(common::stdout(&out).contains("recorded 2026-10-02 as published (1 files differed"), "{}", common::stdout(&out));
     let out = common::run_incomplete(dir, &[&["--lake", "s/lake", "report", "chargeback"][..], &window, &["--format", "json"]].concat());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["data_incomplete"].as_str().unwrap().starts_with("dcgm 50.00% "), "{}", v["data_incomplete"]);
     // What the report charges is the day that is there, not the deleted day's rollup.
     assert_eq!(v["conservation"]["cluster_gpu_us"], serde_json::json!(8i64 * 86_400 * 1_000_000), "one day of 8 GPUs");
     assert!(dir.join(day1).exists());
+
+    // A day's pods deleted: the cron job's reports are not written from a lake without them.
+    let pods = "s/lake/pods/date=2026-10-01/pods-2026-10-01.parquet";
+    let kept = std::fs::read(dir.join(pods)).unwrap();
+    std::fs::remove_file(dir.join(pods)).unwrap();
+    let run = common::bin().current_dir(dir).args(["--lake", "s/lake", "run", "--month", "2026-10", "--no-collect", "--reports-dir", "r"]).output().unwrap();
+    fails_naming(run, pods, "a deleted pods file, run");
+    assert!(!dir.join("r/2026-10").exists(), "no report written");
+    // A day file that is a link to nothing, and a day folder that is.
+    std::os::unix::fs::symlink(dir.join("gone.parquet"), dir.join(pods)).unwrap();
+    fails_naming(report(&[]), &format!("{pods}: a link to nothing"), "a dangling day file");
+    std::fs::remove_file(dir.join(pods)).unwrap();
+    let folder = dir.join("s/lake/pods/date=2026-10-01");
+    std::fs::remove_dir(&folder).unwrap();
+    std::os::unix::fs::symlink(dir.join("gone"), &folder).unwrap();
+    fails_naming(report(&[]), "s/lake/pods/date=2026-10-01: a link to nothing", "a dangling day folder");
+    std::fs::remove_file(&folder).unwrap();
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(dir.join(pods), &kept).unwrap();
+    common::run_incomplete(dir, &[&["--lake", "s/lake", "report", "chargeback"][..], &window].concat());
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 /// Top-level modules by layer, lowest first; a module may use only modules of lower layers.
 const LAYERS: &[&[&str]] = &[
     &["domain"],
-    &["atomic", "exit", "limits", "progress", "queries", "redact", "render"],
+    &["atomic", "exit", "failpoint", "limits", "progress", "queries", "redact", "render"],
     &["config"],
     &["lake"],
     &["pricing", "distributed"],

@@ -204,6 +204,8 @@ fn a_rollup_is_used_only_while_it_matches_its_samples() {
     let mut w = parquet::arrow::ArrowWriter::try_new(file, half.schema(), None).unwrap();
     w.write(&half).unwrap();
     w.close().unwrap();
+    // Accepted as published (`collect --accept`): sessions read the lake as it now is.
+    gpuledger::lake::published::Published::record(&lake, [day(3)]).unwrap();
     let got = scan_all();
     assert_eq!((got.rollup_days, got.scanned_days.clone()), (1, vec![day(2), day(3)]));
     let want = sql_buckets(&rt, &lake, &window);
@@ -225,6 +227,7 @@ fn a_rollup_is_used_only_while_it_matches_its_samples() {
     let first = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day(1)).unwrap().unwrap();
     let quarter = first.slice(0, first.num_rows() / 4);
     write_partition(&lake, Table::GpuSamples, day(1), &quarter).unwrap();
+    gpuledger::lake::published::Published::record(&lake, [day(1)]).unwrap();
     let got = scan_all();
     assert_eq!((got.rollup_days, got.scanned_days.len()), (3, 0));
     assert_same(&sql_buckets(&rt, &lake, &window), &pass_rows(&got), "a day rewritten by the writer");

@@ -35,6 +35,7 @@ use state::{Checkpoints, LakeLock, StateError};
 use crate::config::{PrometheusConfig, SharingConfig};
 use crate::domain::dcgm_field::Field;
 use crate::domain::units::UNMEASURED;
+use crate::lake::published::{Published, PublishedError};
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::{Progress, ProgressMode};
 
@@ -59,6 +60,8 @@ pub enum CollectError {
     State(#[from] StateError),
     #[error(transparent)]
     Write(#[from] WriteError),
+    #[error(transparent)]
+    Published(#[from] PublishedError),
     #[error("merging {table} for {date}: {source}")]
     Merge { table: &'static str, date: NaiveDate, source: MergeSource },
     #[error(
@@ -132,6 +135,14 @@ pub fn resolve_window(
         }
     };
     Ok((from_ms.div_euclid(step) * step, to_ms.div_euclid(step) * step))
+}
+
+/// Records `days` as published with their files as they are now, after a loss that cannot be
+/// collected again (a day file deleted, a collect stopped mid-day, Prometheus's retention past);
+/// returns what differed from the record, which the caller states. Under the lake's lock.
+pub fn accept(lake: &Lake, days: &[NaiveDate]) -> Result<Vec<crate::lake::published::Finding>> {
+    let _lock = LakeLock::acquire(lake, "collect --accept")?;
+    Ok(Published::record(lake, days.iter().copied())?)
 }
 
 /// Runs one collection over `[from, to)`. Where the lake already holds some of the window, the
@@ -270,9 +281,26 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfi
         tracing::warn!("--replace: the lake's rows of {} to {} are replaced with less: {}", fmt_ms(from), fmt_ms(to), losses.join("; "));
     }
 
-    // 4. Publish day by day, merging with what the lake holds outside the window.
+    // 4. Publish day by day, merging with what the lake holds outside the window; each day
+    // recorded as published once all its files are written (`lake::published`), so a run
+    // stopped between two of a day's files leaves a day the record names, not one that reads
+    // as fewer rows. Pods go into the day they were created, which may lie before the window.
+    let mut pods: BTreeMap<NaiveDate, Vec<RecordBatch>> = BTreeMap::new();
+    for c in &clusters {
+        for (date, batch) in c.kube.pods_by_day() {
+            pods.entry(date).or_default().push(crate::lake::rows::with_cluster(batch, &c.name));
+        }
+    }
+    let write_pods = |date: NaiveDate, pods: &mut BTreeMap<NaiveDate, Vec<RecordBatch>>| -> Result<()> {
+        let Some(batches) = pods.remove(&date) else { return Ok(()) };
+        let batch = concat_batches(&Table::Pods.schema(), &batches).map_err(|e| CollectError::Merge { table: Table::Pods.name(), date, source: e.into() })?;
+        let merged = merge_pods(lake, date, batch)?;
+        write_partition(lake, Table::Pods, date, &merged)?;
+        Ok(())
+    };
     let mut unmeasured: BTreeMap<String, f64> = BTreeMap::new();
     for (date, d, c0, c1, w0, w1) in days {
+        Published::begin(lake, date)?;
         let gpu = gpu_batch(&clusters, c0, c1);
         summary.gpu_rows += gpu.num_rows();
         for (node, gpu_s) in unmeasured_gpu_seconds(&gpu, cfg.cluster_label.is_some()) {
@@ -298,17 +326,13 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfi
         });
         let g = merge_window(lake, Table::Gaps, date, "gap_start", w0, w1, day_gaps)?;
         write_partition(lake, Table::Gaps, date, &g)?;
+        write_pods(date, &mut pods)?;
+        Published::record(lake, [date])?;
     }
-    let mut pods: BTreeMap<NaiveDate, Vec<RecordBatch>> = BTreeMap::new();
-    for c in &clusters {
-        for (date, batch) in c.kube.pods_by_day() {
-            pods.entry(date).or_default().push(crate::lake::rows::with_cluster(batch, &c.name));
-        }
-    }
-    for (date, batches) in pods {
-        let batch = concat_batches(&Table::Pods.schema(), &batches).map_err(|e| CollectError::Merge { table: Table::Pods.name(), date, source: e.into() })?;
-        let merged = merge_pods(lake, date, batch)?;
-        write_partition(lake, Table::Pods, date, &merged)?;
+    for date in pods.keys().copied().collect::<Vec<_>>() {
+        Published::begin(lake, date)?;
+        write_pods(date, &mut pods)?;
+        Published::record(lake, [date])?;
     }
     summary.write_secs = t1.elapsed().as_secs_f64();
     if !unmeasured.is_empty() {

@@ -31,7 +31,7 @@ impl crate::exit::ExitStatus for StateError {
 }
 
 pub fn state_dir(lake: &Lake) -> PathBuf {
-    lake.root().join("_state")
+    lake.state_dir()
 }
 
 /// Collected up to (exclusive, ms) per source.

@@ -4,6 +4,15 @@
 use super::*;
 
 pub(super) async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
+    if !args.accept.is_empty() {
+        let accepted = crate::collect::accept(&ctx.lake, &args.accept)?;
+        for f in &accepted {
+            tracing::warn!("accepted as published: {f}");
+        }
+        let days: Vec<String> = args.accept.iter().map(|d| d.to_string()).collect();
+        println!("recorded {} as published ({} files differed from the record: listed above)", days.join(", "), accepted.len());
+        return Ok(());
+    }
     let mut cfg = ctx.config.prometheus.clone();
     if let Some(url) = args.url {
         crate::config::check_prometheus_url(&url).map_err(|m| UsageError(format!("--url: {m}")))?;

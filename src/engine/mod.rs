@@ -28,6 +28,12 @@ pub enum EngineError {
     Ballista(#[from] crate::distributed::ConnectError),
     #[error("engine setup: listing {dir}: {source}")]
     Listing { dir: String, source: std::io::Error },
+    #[error("engine setup: {0}")]
+    Published(#[from] crate::lake::published::PublishedError),
+    #[error(
+        "the lake is not as it was published ({record}): {findings}. A collect stopped while it wrote these days, or their files were deleted, replaced or linked by hand; a report would read them as fewer rows. Collect the days again (gpuledger collect --from {first} --to {next}: it rewrites every table of a day), or where Prometheus no longer holds them, accept their files as they are now: gpuledger collect{accept}"
+    )]
+    NotAsPublished { record: String, findings: String, first: String, next: String, accept: String },
     #[error("engine setup: {path}: {source}")]
     Path { path: String, source: std::io::Error },
     #[error("engine setup: writing table {table} to {path}: {source}")]

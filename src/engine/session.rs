@@ -98,6 +98,7 @@ impl SessionBuilder {
 
     /// A session with the lake's tables and the config's price tables registered.
     pub async fn build(&self, lake: &Lake, config: &Config) -> Result<SessionContext> {
+        check_published(lake)?;
         let ctx = self.session(Some(lake))?;
         #[cfg(feature = "ballista")]
         let ctx = crate::distributed::connect(ctx, &self.engine).await?;
@@ -196,3 +197,21 @@ pub fn session_lake(ctx: &SessionContext) -> Option<Arc<Lake>> {
     ctx.state().config().get_extension::<Lake>()
 }
 
+/// The lake as its writers recorded it (`lake::published`), or the error naming every day file
+/// that is not: a session never reads a half-published day as fewer rows.
+fn check_published(lake: &Lake) -> Result<()> {
+    let findings = crate::lake::published::Published::check(lake)?;
+    let (Some(first), Some(last)) = (findings.first(), findings.last()) else { return Ok(()) };
+    let dates: std::collections::BTreeSet<chrono::NaiveDate> = findings.iter().map(|f| f.date).collect();
+    let mut listed: Vec<String> = findings.iter().take(10).map(|f| f.to_string()).collect();
+    if findings.len() > 10 {
+        listed.push(format!("and {} more", findings.len() - 10));
+    }
+    Err(EngineError::NotAsPublished {
+        record: crate::lake::published::Published::path(lake).display().to_string(),
+        findings: listed.join("; "),
+        first: first.date.to_string(),
+        next: (last.date + chrono::Days::new(1)).to_string(),
+        accept: dates.iter().map(|d| format!(" --accept {d}")).collect(),
+    })
+}

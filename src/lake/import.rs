@@ -20,6 +20,8 @@ pub enum ImportError {
     Parse { path: PathBuf, line: usize, message: String },
     #[error(transparent)]
     Write(#[from] super::WriteError),
+    #[error(transparent)]
+    Published(#[from] super::published::PublishedError),
 }
 
 /// Imports `csv` into `table`; returns the days written.
@@ -59,5 +61,6 @@ pub fn import_csv(lake: &Lake, table: Table, csv: &Path) -> Result<Vec<NaiveDate
         write_partition(lake, table, day, &batch)?;
         days.push(day);
     }
+    super::published::Published::record(lake, days.iter().copied())?;
     Ok(days)
 }

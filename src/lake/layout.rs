@@ -3,6 +3,7 @@
 //! One file per table and day, with a name derived from the day alone, so rewriting a day
 //! replaces it through one atomic rename and can never leave two copies of a row.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,15 @@ use super::store::Store;
 
 /// Suffix of files being written; a crash leaves only these behind and they are never read.
 pub const TEMP_SUFFIX: &str = ".parquet.tmp";
+
+/// A day's file of a table as [`Lake::day_files`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DayFile {
+    /// Its size in bytes.
+    Bytes(u64),
+    /// A symbolic link (the file or its day folder) whose target is gone.
+    Dangling(PathBuf),
+}
 
 #[derive(Debug, Clone)]
 pub struct Lake {
@@ -37,6 +47,12 @@ impl Lake {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The lake's own state (`<lake>/_state/`): the collector's checkpoints and lock, and the
+    /// record of what was published (`published`).
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join("_state")
     }
 
     pub fn table_dir(&self, table: Table) -> PathBuf {
@@ -64,6 +80,41 @@ impl Lake {
         }
         dates.sort();
         Ok(dates)
+    }
+
+    /// The file of `table` for each of `dates` as it is now: its size, or the link that points
+    /// nowhere (the file, or the day's folder, a symbolic link whose target is gone); a day
+    /// without its file is not in the map. Locally each day is looked up; on S3 the table is
+    /// one listing.
+    pub fn day_files(&self, table: Table, dates: &BTreeSet<NaiveDate>) -> io::Result<BTreeMap<NaiveDate, DayFile>> {
+        let mut out = BTreeMap::new();
+        match self.store() {
+            Store::Local => {
+                for &date in dates {
+                    let (dir, file) = (self.partition_dir(table, date), self.partition_file(table, date));
+                    let dangling = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) && std::fs::metadata(p).is_err();
+                    if dangling(&dir) {
+                        out.insert(date, DayFile::Dangling(dir));
+                    } else if dangling(&file) {
+                        out.insert(date, DayFile::Dangling(file));
+                    } else if let Ok(m) = std::fs::metadata(&file) {
+                        out.insert(date, DayFile::Bytes(m.len()));
+                    }
+                }
+            }
+            #[cfg(feature = "s3")]
+            Store::S3(s) => {
+                let dir = self.table_dir(table);
+                for (rel, size) in s.list_sizes(self.rel(&dir)?)? {
+                    let path = dir.join(&rel);
+                    let date = rel.iter().next().and_then(|d| d.to_str()).and_then(|d| d.strip_prefix("date=")).and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+                    if let Some(date) = date.filter(|d| dates.contains(d) && path == self.partition_file(table, *d)) {
+                        out.insert(date, DayFile::Bytes(size));
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Removes temp files left by a writer that was killed; returns how many it removed (none on

@@ -8,6 +8,7 @@ pub mod import;
 pub mod intern;
 pub mod layout;
 pub mod passes;
+pub mod published;
 pub mod quantize;
 pub mod reader;
 pub mod rollup;

@@ -181,6 +181,11 @@ impl S3Store {
     /// Every object under `rel` (at any depth), as paths relative to `rel`, sorted: one listing
     /// request per thousand objects, where asking for each expected file would be one each.
     pub fn list_files(&self, rel: &Path) -> io::Result<Vec<PathBuf>> {
+        Ok(self.list_sizes(rel)?.into_iter().map(|(p, _)| p).collect())
+    }
+
+    /// Every object under `rel` with its size, as [`list_files`](Self::list_files) lists them.
+    pub fn list_sizes(&self, rel: &Path) -> io::Result<Vec<(PathBuf, u64)>> {
         let key = self.key(rel);
         let base = key.as_ref().to_string();
         let metas: Vec<object_store::ObjectMeta> = self.call(move |c| async move {
@@ -188,8 +193,10 @@ impl S3Store {
             c.list(Some(&key)).try_collect().await
         })
         .map_err(to_io)?;
-        let mut out: Vec<PathBuf> =
-            metas.iter().filter_map(|m| m.location.as_ref().strip_prefix(&base).map(|r| PathBuf::from(r.trim_start_matches('/')))).collect();
+        let mut out: Vec<(PathBuf, u64)> = metas
+            .iter()
+            .filter_map(|m| m.location.as_ref().strip_prefix(&base).map(|r| (PathBuf::from(r.trim_start_matches('/')), m.size)))
+            .collect();
         out.sort();
         Ok(out)
     }

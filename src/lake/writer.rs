@@ -47,6 +47,8 @@ pub enum WriteError {
     Io { path: PathBuf, source: io::Error },
     #[error("rollup for {date}: {detail}")]
     Rollup { date: NaiveDate, detail: String },
+    #[error(transparent)]
+    Published(#[from] super::published::PublishedError),
 }
 
 pub type Result<T, E = WriteError> = std::result::Result<T, E>;
@@ -85,6 +87,7 @@ pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &Recor
     if rolled_up {
         super::rollup::write(lake, table, date, &sorted, &final_path)?;
     }
+    crate::failpoint::pass("publish");
     Ok(final_path)
 }
 

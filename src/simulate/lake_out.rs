@@ -83,7 +83,9 @@ impl LakeOutput<'_> {
         }
         let mut stats = stats.into_inner().expect("lock");
         stats.pod_rows = self.write_pods()?;
-        stats.files += self.lake.dates(Table::Pods).map(|d| d.len()).unwrap_or(0);
+        let pod_days = self.lake.dates(Table::Pods).map_err(|source| WriteError::Io { path: self.lake.table_dir(Table::Pods), source })?;
+        stats.files += pod_days.len();
+        crate::lake::published::Published::record(self.lake, days.iter().map(|d| d.0).chain(pod_days))?;
         Ok(stats)
     }
 
