@@ -773,11 +773,24 @@ fn collect_from_a_real_prometheus() {
     std::fs::create_dir_all(dir.join("empty")).unwrap();
     let empty = Prom::start(&dir.join("empty/tsdb"), &dir.join("empty"));
     write_config(dir, "empty.toml", &empty.url(), "lake-a", "");
-    for (cfg, lost) in [("typo.toml", "utilisation values"), ("empty.toml", "GPU rows")] {
+    // Only kube-state-metrics' series gone (a renamed scrape job): DCGM's rows are all there,
+    // but the pending pods, quotas, capacity and namespace labels would be replaced by nothing.
+    let gone: Vec<String> = ["pod_info", "pod_created", "pod_scheduled_time", "pod_start_time", "pod_completion_time", "pod_phase", "pod_requests", "pod_status_reason", "pod_last_terminated_reason", "pod_labels", "resourcequota", "node_capacity", "kueue_pending", "namespace_labels"]
+        .iter()
+        .map(|k| format!("{k} = \"gone_{k}\""))
+        .collect();
+    write_config(dir, "kube-gone.toml", &prom.url(), "lake-a", &format!("\n[prometheus.metrics]\n{}", gone.join("\n")));
+    for (cfg, lost) in [("typo.toml", "utilisation values"), ("empty.toml", "GPU rows"), ("kube-gone.toml", "pending_samples rows ")] {
         let out = common::bin().current_dir(dir).args(["--config", cfg, "collect", "--from", FROM, "--to", TO]).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{cfg}: {err}");
         assert!(err.contains(lost) && err.contains("2026-10-05: ") && err.contains("--replace"), "{cfg}: {err}");
+        if cfg == "kube-gone.toml" {
+            for table in ["quotas rows ", "node_capacity rows ", "namespace_labels rows "] {
+                assert!(err.contains(table) && err.contains(" -> 0"), "{cfg}: names {table}: {err}");
+            }
+            assert!(!err.contains("GPU rows"), "DCGM's rows are all there: {err}");
+        }
         assert!(lake_tree(&dir.join("lake-a")) == tree_a, "{cfg}: a refused re-collect changed the lake");
     }
     drop(empty);

@@ -248,13 +248,19 @@ fn client_args(port: u16) -> Vec<String> {
     vec!["127.0.0.1".into(), port.to_string(), USER.into(), PASSWORD.into(), cookbook_sql().display().to_string(), MONTH.into(), TEAM.into()]
 }
 
-/// One published file of the lake as the collector publishes it: the new version written
-/// beside it, then renamed over it.
+/// One published day file of the lake as the collector publishes it: the day marked as being
+/// written, the new version written beside the file and renamed over it, the day recorded.
 fn publish(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    use gpuledger::lake::published::Published;
+    let day_dir = to.parent().unwrap();
+    let lake = gpuledger::lake::Lake::new(day_dir.parent().unwrap().parent().unwrap());
+    let date = chrono::NaiveDate::parse_from_str(day_dir.file_name().unwrap().to_str().unwrap().trim_start_matches("date="), "%Y-%m-%d").unwrap();
+    Published::begin(&lake, date).unwrap();
+    std::fs::create_dir_all(day_dir).unwrap();
     let tmp = to.with_extension("parquet.tmp");
     std::fs::copy(from, &tmp).unwrap();
     std::fs::rename(&tmp, to).unwrap();
+    Published::record(&lake, [date]).unwrap();
 }
 
 #[test]
@@ -330,6 +336,14 @@ fn a_lake_that_changes_under_readers_gives_the_old_or_the_new_day_and_new_days_w
     publish(&day("2026-10-03"), &day("2026-10-04"));
     assert_eq!(count(&s, "SELECT COUNT(DISTINCT date) FROM gpu_samples").unwrap(), 4, "the new day without a restart");
     assert_eq!(count(&s, "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-04'").unwrap(), count(&s, "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-03'").unwrap());
+    // A day being written (marked, its file not yet recorded), then a published day file
+    // deleted: the server keeps the last whole view, and says why.
+    let lake = gpuledger::lake::Lake::new(dir.join("s/lake"));
+    let oct4 = chrono::NaiveDate::from_ymd_opt(2026, 10, 4).unwrap();
+    gpuledger::lake::published::Published::begin(&lake, oct4).unwrap();
+    std::fs::remove_file(day("2026-10-03")).unwrap();
+    assert_eq!(count(&s, "SELECT COUNT(DISTINCT date) FROM gpu_samples").unwrap(), 4, "the last whole view");
+    assert!(s.log().contains("serving the lake as it was") && s.log().contains("gpu_samples-2026-10-03.parquet: missing"), "{}", s.log());
     drop(s);
     // The server's snapshots go with it.
     let left: Vec<_> = std::fs::read_dir(dir.join("s/lake/.snapshots")).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();

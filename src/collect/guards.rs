@@ -62,6 +62,18 @@ pub(super) fn held_in_lake(lake: &Lake, date: NaiveDate, w0: i64, w1: i64) -> Re
     Ok(held)
 }
 
+/// The rows of `table` (one with a `ts` column) the lake holds for `date` within `[w0, w1)`.
+pub(super) fn rows_in_lake(lake: &Lake, table: Table, date: NaiveDate, w0: i64, w1: i64) -> Result<u64> {
+    let err = |e: crate::lake::scan::ScanError| CollectError::Merge { table: table.name(), date, source: e.into() };
+    let mut rows = 0;
+    for batch in crate::lake::scan::OrderedScan::start(lake, table, date, date, &["ts"]).map_err(err)? {
+        let (_, b) = batch.map_err(err)?;
+        let ts = b.column_by_name("ts").expect("ts").as_primitive::<TimestampMillisecondType>();
+        rows += ts.iter().flatten().filter(|t| (w0..w1).contains(t)).count() as u64;
+    }
+    Ok(rows)
+}
+
 /// A window that starts before the server's retention horizon (now minus its
 /// `storageRetention`) is refused before anything is fetched: what the server has dropped would
 /// come back as nothing, and the lake is then the only copy. Servers that do not state a

@@ -26,7 +26,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use futures::{StreamExt, TryStreamExt};
 
 use assemble::{assemble, by_cluster, gaps_batch, gpu_batch, nodes_of, per_cluster, unmeasured_gpu_seconds, ClusterRows};
-use guards::{held_in_lake, refuse_beyond_retention, Held};
+use guards::{held_in_lake, refuse_beyond_retention, rows_in_lake, Held};
 use hami::HamiMetric;
 use kube::KubeMetric;
 use merge::{merge_pods, merge_window};
@@ -271,6 +271,17 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfi
                 losses.push(format!("{date}: {lost}"));
             }
         }
+        // kube-state-metrics' and Kueue's tables alike: their queries can come back empty
+        // while DCGM's do not (their retention passed, a job renamed).
+        for table in KUBE_TABLES {
+            let old = rows_in_lake(lake, table, date, w0, w1)?;
+            if old > 0 {
+                let new = per_cluster(table, &clusters, &|c| kube_batch(c, table, w0, w1)).num_rows() as u64;
+                if new < old {
+                    losses.push(format!("{date}: {} rows {old} -> {new}", table.name()));
+                }
+            }
+        }
         days.push((date, d, c0, c1, w0, w1));
         d += DAY_MS;
     }
@@ -310,16 +321,10 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfi
         write_partition(lake, Table::GpuSamples, date, &gpu)?;
         write_partition(lake, Table::Nodes, date, &nodes_of(&gpu))?;
         let each = |table: Table, f: &dyn Fn(&ClusterRows) -> RecordBatch| per_cluster(table, &clusters, f);
-        let pending = merge_window(lake, Table::PendingSamples, date, "ts", w0, w1, each(Table::PendingSamples, &|c| c.kube.pending_batch(w0, w1)))?;
-        write_partition(lake, Table::PendingSamples, date, &pending)?;
-        let quotas = merge_window(lake, Table::Quotas, date, "ts", w0, w1, each(Table::Quotas, &|c| c.kube.quotas_batch(w0, w1)))?;
-        write_partition(lake, Table::Quotas, date, &quotas)?;
-        for table in [Table::NodeCapacity, Table::KueuePending] {
-            let b = merge_window(lake, table, date, "ts", w0, w1, each(table, &|c| c.kube.gauge_batch(table, w0, w1)))?;
+        for table in KUBE_TABLES {
+            let b = merge_window(lake, table, date, "ts", w0, w1, each(table, &|c| kube_batch(c, table, w0, w1)))?;
             write_partition(lake, table, date, &b)?;
         }
-        let b = merge_window(lake, Table::NamespaceLabels, date, "ts", w0, w1, each(Table::NamespaceLabels, &|c| c.kube.namespace_labels_batch(w0, w1)))?;
-        write_partition(lake, Table::NamespaceLabels, date, &b)?;
         let day_gaps = each(Table::Gaps, &|c| {
             let day: Vec<_> = c.gaps.iter().filter(|g| g.2 >= d && g.2 < d + DAY_MS).cloned().collect();
             gaps_batch(&day)
@@ -360,6 +365,20 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfi
     }
     cps.save(lake)?;
     Ok(summary)
+}
+
+/// The tables of kube-state-metrics' and Kueue's series on the step grid, in the order a day
+/// writes them.
+const KUBE_TABLES: [Table; 5] = [Table::PendingSamples, Table::Quotas, Table::NodeCapacity, Table::KueuePending, Table::NamespaceLabels];
+
+/// One cluster's rows of a [`KUBE_TABLES`] table in `[w0, w1)`.
+fn kube_batch(c: &ClusterRows, table: Table, w0: i64, w1: i64) -> RecordBatch {
+    match table {
+        Table::PendingSamples => c.kube.pending_batch(w0, w1),
+        Table::Quotas => c.kube.quotas_batch(w0, w1),
+        Table::NamespaceLabels => c.kube.namespace_labels_batch(w0, w1),
+        _ => c.kube.gauge_batch(table, w0, w1),
+    }
 }
 
 fn job_order(job: &Job) -> (u8, u8) {

@@ -198,8 +198,9 @@ pub fn session_lake(ctx: &SessionContext) -> Option<Arc<Lake>> {
 }
 
 /// The lake as its writers recorded it (`lake::published`), or the error naming every day file
-/// that is not: a session never reads a half-published day as fewer rows.
-fn check_published(lake: &Lake) -> Result<()> {
+/// that is not: a session never reads a half-published day as fewer rows. (`serve` checks the
+/// lake itself before it snapshots it, and keeps its last view while the check fails.)
+pub fn check_published(lake: &Lake) -> Result<()> {
     let findings = crate::lake::published::Published::check(lake)?;
     let (Some(first), Some(last)) = (findings.first(), findings.last()) else { return Ok(()) };
     let dates: std::collections::BTreeSet<chrono::NaiveDate> = findings.iter().map(|f| f.date).collect();

@@ -143,7 +143,11 @@ impl S3Store {
     {
         let rt = self.runtime.0.as_ref().expect("runtime lives as long as the store");
         let task = rt.spawn(f(Arc::clone(&self.client)));
-        futures::executor::block_on(task).expect("lake S3 request task panicked")
+        // Unconstrained: called from inside an async task (collect's publishing), a JoinHandle
+        // counts against that task's cooperative budget, and once the budget is spent its poll
+        // answers Pending with a wake deferred to the caller's runtime, which this blocking wait
+        // never hands back to: the wait spun at full CPU forever (seen after ~130 requests).
+        futures::executor::block_on(tokio::task::unconstrained(task)).expect("lake S3 request task panicked")
     }
 
     /// Names of the entries (objects and "folders") directly under `rel`, sorted.

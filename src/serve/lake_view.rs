@@ -105,7 +105,19 @@ impl LakeViews {
         if let Some(view) = self.current.lock().unwrap().as_ref().filter(|v| v.fingerprint == now) {
             return Ok(view.clone());
         }
-        let view = Arc::new(self.build(now).await?);
+        let view = match self.build(now).await {
+            Ok(v) => Arc::new(v),
+            // A collect between two files of a day (or a file lost by hand): the last view that
+            // was whole serves on, from its snapshot, until the lake is whole again.
+            Err(ViewError::Engine(e @ EngineError::NotAsPublished { .. })) => match self.latest() {
+                Some(old) => {
+                    tracing::warn!("serving the lake as it was: {e}");
+                    return Ok(old);
+                }
+                None => return Err(e.into()),
+            },
+            Err(e) => return Err(e),
+        };
         *self.current.lock().unwrap() = Some(view.clone());
         Ok(view)
     }
@@ -124,6 +136,8 @@ impl LakeViews {
 
     async fn build(&self, fingerprint: Fingerprint) -> Result<View, ViewError> {
         let started = std::time::Instant::now();
+        // The snapshot holds no record of what was published: the lake itself is checked.
+        crate::engine::check_published(&self.lake)?;
         let snapshot = self.snapshot(&fingerprint);
         let lake = match &snapshot.dir {
             Some(dir) => Lake::new(dir),
