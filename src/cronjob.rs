@@ -101,8 +101,9 @@ impl RunOutcome {
     }
 }
 
-/// The chargeback's total row in a line.
-fn chargeback_line(report: &report::Report, config: &Config) -> String {
+/// The chargeback's total row in a line; `incomplete`: the month's data is under
+/// `run.min_completeness_pct`, so its conservation holds only of the data present, and says so.
+fn chargeback_line(report: &report::Report, config: &Config, incomplete: bool) -> String {
     let Some(total) = &report.total else { return "no rows".into() };
     let at = |name: &str| report.columns.iter().position(|c| c == name).and_then(|i| total.get(i)).map(Cell::text).unwrap_or_default();
     let conserved = report
@@ -121,7 +122,11 @@ fn chargeback_line(report: &report::Report, config: &Config) -> String {
             crate::config::CostBasis::Cloud => "cloud",
             crate::config::CostBasis::Power => "power",
         },
-        if conserved { "OK" } else { "MISMATCH" }
+        match (conserved, incomplete) {
+            (true, false) => "OK",
+            (true, true) => "OK of the data present (DATA INCOMPLETE)",
+            (false, _) => "MISMATCH",
+        }
     )
 }
 
@@ -152,9 +157,10 @@ pub async fn run(
     let shared = report::Shared::default();
     let extra = plan_sections(&ctx, queries, config, &plan.window, &shared).await?;
     let month = report::write_month(&ctx, queries, config, &plan.window, &dir, extra, &shared).await?;
-    let chargeback = month.sections.iter().find(|r| r.name == "chargeback").map(|r| chargeback_line(r, config)).unwrap_or_default();
     // The completeness the reports were marked by (not measured a second time).
     let c = &month.completeness;
+    let short = c.short_sources(config.run.min_completeness_pct);
+    let chargeback = month.sections.iter().find(|r| r.name == "chargeback").map(|r| chargeback_line(r, config, !short.is_empty())).unwrap_or_default();
     let outcome = RunOutcome {
         window: plan.window,
         collected,
@@ -168,7 +174,7 @@ pub async fn run(
                 (*s, c.pct_centi(s), p, e)
             })
             .collect(),
-        incomplete: c.short_sources(config.run.min_completeness_pct),
+        incomplete: short,
         threshold_pct: config.run.min_completeness_pct,
         secs: t0.elapsed().as_secs_f64(),
     };

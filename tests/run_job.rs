@@ -102,6 +102,8 @@ fn run_exit_codes() {
     let out = gl(&f.dir, &["--config", "d/gpuledger.toml", "run", "--month", "2026-09", "--no-collect", "--reports-dir", "r2"]);
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(common::stdout(&out).contains("DATA INCOMPLETE: dcgm 0.00%"), "{}", common::stdout(&out));
+    // Its conservation holds of nothing: never "conservation OK" alone beside an incomplete month.
+    assert!(common::stdout(&out).contains("conservation OK of the data present (DATA INCOMPLETE)"), "{}", common::stdout(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.lines().last().unwrap().contains("data incomplete") && err.contains("run.min_completeness_pct"), "{err}");
     assert!(f.dir.join("r2/2026-09/chargeback.csv").exists());
