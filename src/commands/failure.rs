@@ -36,15 +36,22 @@ pub fn exit_code_for(error: &anyhow::Error) -> u8 {
 /// already state (most of ours name their source in their own message, anyhow's context does
 /// not), joined by ": ".
 pub fn one_line(error: &anyhow::Error) -> String {
-    let mut line = error.to_string();
+    let mut pieces = vec![error.to_string()];
     for cause in error.chain().skip(1) {
         let text = cause.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
+        let last = pieces.last().expect("one piece at least");
+        if pieces.join(": ").contains(&text) {
+            continue;
+        }
+        // A cause that begins with what wraps it ("plan" around "plan: chargeback: ...")
+        // replaces it rather than say it twice.
+        if text.starts_with(&format!("{last}: ")) {
+            *pieces.last_mut().expect("one piece at least") = text;
+        } else {
+            pieces.push(text);
         }
     }
-    line
+    pieces.join(": ")
 }
 
 #[cfg(test)]
@@ -56,5 +63,8 @@ mod tests {
         assert_eq!(super::one_line(&e), "loading the config: reading config x.toml: no such file");
         let bare = anyhow::Error::new(std::io::Error::other("disk full")).context("writing y");
         assert_eq!(super::one_line(&bare), "writing y: disk full", "a cause the message does not name is added");
+        // `run`'s "plan" around the plan's own "plan: chargeback: ..." (was "plan: plan: ...").
+        let inner = anyhow::Error::new(std::io::Error::other("plan: chargeback: no rows")).context("plan").context("run 2026-10");
+        assert_eq!(super::one_line(&inner), "run 2026-10: plan: chargeback: no rows");
     }
 }
