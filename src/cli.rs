@@ -326,6 +326,9 @@ pub struct ServeArgs {
     /// Connections served at once (overrides `serve.max_connections`).
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Refuse plain-text connections (`serve.tls = "required"`; needs the TLS certificate and key).
+    #[arg(long)]
+    pub tls_required: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,3 +1,4 @@
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -13,7 +14,9 @@ fn main() -> ExitCode {
             if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {}", gpuledger::commands::one_line(&e));
+            // stderr may be a closed pipe too: the exit code still says what happened (eprintln
+            // would panic, exit 101).
+            let _ = writeln!(std::io::stderr(), "error: {}", gpuledger::commands::one_line(&e));
             gpuledger::exit::exit_code(gpuledger::commands::exit_code_for(&e))
         }
     }

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::process::Stdio;
+
 use gpuledger::config::Config;
 
 #[test]
@@ -134,6 +136,15 @@ fn bad_windows_are_refused_clearly() {
     }
     let e = Config::parse("[prometheus]\nurl = \"http://exa mple:9090\"\n", "t.toml").unwrap_err().to_string();
     assert!(e.contains("prometheus.url"), "{e}");
+    // Credentials in the URL beside a token or a basic-auth user: one would be dropped silently.
+    for other in ["bearer_token_env = \"TOKEN\"", "bearer_token_file = \"token\"", "basic_auth_user = \"bob\""] {
+        std::fs::write(dir.path().join("creds.toml"), format!("[prometheus]\nurl = \"http://alice:hunter2@prom:9090\"\n{other}\n")).unwrap();
+        let out = code(&["--config", "creds.toml", "collect", "--from", "2026-10-05", "--to", "2026-10-06"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let key = other.split(' ').next().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{other}: {err}");
+        assert!(err.contains("prometheus.url") && err.contains(key) && !err.contains("hunter2"), "{other}: {err}");
+    }
 }
 
 #[test]
@@ -204,4 +215,30 @@ fn queries_are_bounded_in_rows_bytes_memory_and_spill() {
     assert_eq!(text.lines().last(), Some("200000"));
     let empty = common::run_ok(dir.path(), &["query", "SELECT value AS v FROM generate_series(1, 10) WHERE value > 10", "--format", "csv"]);
     assert_eq!(common::stdout(&empty), "v\n", "an empty result keeps its header");
+}
+
+/// stderr a pipe nobody reads (a cron wrapper that went away): the exit code still says what
+/// happened, never 101 (a panic writing the error or a log line).
+#[test]
+fn a_closed_stderr_keeps_the_exit_code() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.toml"), "[engine]\nmemory_limit = \"lots\"\n").unwrap();
+    let closed_stderr = || {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills both descriptors; each is owned once below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(read);
+        Stdio::from(write)
+    };
+    for (args, code) in [
+        (&["--config", "bad.toml", "tables"][..], 2),
+        (&["report", "chargeback", "--month", "2026-13"][..], 2),
+        (&["collect", "--from", "2026-10-05", "--to", "2026-10-06", "--url", "http://127.0.0.1:9", "--lake", "lake"][..], 1),
+        (&["simulate", "--out", "sim", "--gpus", "2", "--days", "1"][..], 0),
+    ] {
+        let out = common::bin().current_dir(dir.path()).args(args).stderr(closed_stderr()).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+    }
 }

@@ -910,20 +910,33 @@ fn collect_from_a_real_prometheus() {
     common::run_ok(dir, &["--config", "b.toml", "collect", "--from", FROM, "--to", TO]);
     assert!(lake_tree(&dir.join("lake-b")) == tree_a, "killed-then-rerun lake differs");
 
-    // 5. Prometheus stopped mid-run: clear error, non-zero exit, lake unchanged.
+    // 5. Prometheus stopped mid-run (once the collect's first query is answered, however long
+    // a loaded machine takes to get there): clear error, non-zero exit, lake unchanged.
     write_config(dir, "c.toml", &prom.url(), "lake-a", "chunk_secs = 3600\nconcurrency = 1");
-    let child = common::bin()
+    let mut child = common::bin()
         .current_dir(dir)
         .args(["--config", "c.toml", "collect", "--from", "2026-10-05T06:00:00Z", "--to", TO])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(150));
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let mut err = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        err.push_str(&line);
+        err.push('\n');
+        if line.contains("queries: 1/") {
+            break;
+        }
+    }
     prom.stop();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "collect must fail when Prometheus goes away: {err}");
+    for line in lines {
+        err.push_str(&line.unwrap());
+        err.push('\n');
+    }
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "collect must fail when Prometheus goes away: {err}");
     let last = err.lines().last().unwrap_or("");
     assert!(last.starts_with("error: query ") && last.contains(" to 2026-10-"), "cause names the query and window: {last}");
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "a failed collect changed the lake");

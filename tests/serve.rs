@@ -422,9 +422,35 @@ fn tls_from_pem_files() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().any(|l| l == "42"), "over TLS: {text} {}", String::from_utf8_lossy(&out.stderr));
-    // Half a TLS configuration is an error, not a server without TLS.
-    let err = common::run_fail(&f.dir, &["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0", "--users", "users.txt", "--tls-cert", cert.to_str().unwrap()]);
-    assert!(err.contains("both a TLS certificate and key"), "{err}");
+    // Plain text to the same server: SCRAM-SHA-256, never the -PLUS that binds to a TLS
+    // channel there is not (libpq refuses a server that offers it over plain text).
+    let plain = |port: u16| Command::new("psql").env("PGPASSWORD", PASSWORD).arg(format!("host=127.0.0.1 port={port} user={USER} dbname=finance sslmode=disable")).args(["-X", "-At", "-c", "SELECT 6 * 7"]).output().unwrap();
+    let out = plain(s.port);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "plain text where TLS is optional: {}", String::from_utf8_lossy(&out.stderr));
+    drop(s);
+
+    // TLS required: plain text is refused before the login, TLS served.
+    let s = Server::start(&f.dir, "s/gpuledger.toml", &["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap(), "--tls-required"]);
+    assert!(s.log().contains("(TLS required)"), "{}", s.log());
+    let out = plain(s.port);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("requires TLS"), "plain text where TLS is required: {err}");
+    let out = Command::new("psql").env("PGPASSWORD", PASSWORD).arg(format!("host=127.0.0.1 port={} user={USER} dbname=finance sslmode=require", s.port)).args(["-X", "-At", "-c", "SELECT 6 * 7"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "TLS where it is required: {}", String::from_utf8_lossy(&out.stderr));
+
+    // A server that cannot start for its TLS configuration exits 2 (configuration), naming
+    // the file or the keys: half of it, the files swapped, TLS required without them.
+    let (c, k) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    for (extra, says) in [
+        (&["--tls-cert", c][..], "both a TLS certificate and key".to_string()),
+        (&["--tls-cert", k, "--tls-key", c][..], format!("TLS: {k}")),
+        (&["--tls-required"][..], "needs a TLS certificate and key".to_string()),
+    ] {
+        let out = common::bin().current_dir(&f.dir).args(["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0", "--users", "users.txt"]).args(extra).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(&says), "{extra:?}: {err}");
+    }
 }
 
 #[test]
@@ -435,6 +461,145 @@ fn serve_without_users_or_with_a_bad_users_file_does_not_start() {
     std::fs::write(f.dir.join("bad-users.txt"), "finance:pw\njust-a-name\n").unwrap();
     let err = common::run_fail(&f.dir, &["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0", "--users", "bad-users.txt"]);
     assert!(err.contains("bad-users.txt:2") && err.contains("user:password"), "{err}");
+    // Each is the configuration's fault: exit 2, as a missing users file is.
+    for users in [&[][..], &["--users", "bad-users.txt"][..], &["--users", "no-such-users.txt"][..]] {
+        let out = common::bin().current_dir(&f.dir).args(["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0"]).args(users).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{users:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// psql running `sql` in the background, its stderr kept.
+fn psql_running(port: u16, sql: &str) -> Child {
+    Command::new("psql")
+        .env("PGPASSWORD", PASSWORD)
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", USER, "-d", "finance", "-X", "-c", sql])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// CPU seconds a process has used (utime + stime of /proc/PID/stat, at 100 ticks a second).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    (fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()) as f64 / 100.0
+}
+
+/// A process's peak resident memory (VmHWM), in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok()).unwrap() >> 10
+}
+
+/// What an exposed server meets: results past the caps, a huge series under a small memory
+/// limit, a cancel, silent sockets holding every slot, password guessing, a password typed
+/// into the user field, `SHOW statement_timeout`, and SIGTERM in the middle of a statement.
+#[test]
+fn an_exposed_server_stays_bounded() {
+    if !client("psql", works(Command::new("psql").arg("--version")), "apt-get install postgresql-client") {
+        return;
+    }
+    let f = fixture();
+    let base = std::fs::read_to_string(f.dir.join("s/gpuledger.toml")).unwrap();
+    std::fs::write(
+        f.dir.join("s/bounded.toml"),
+        format!("{base}\n[engine]\nmemory_limit = \"256M\"\nmax_result_rows = 2000000\n\n[serve]\nmax_connections = 5\nlogin_timeout_secs = 2\nstatement_timeout_secs = 60\n"),
+    )
+    .unwrap();
+    let s = Server::start(&f.dir, "s/bounded.toml", &[]);
+    let pid = s.child.id();
+
+    // SHOW says the limit that applies: the server's, or a client's shorter one.
+    for (set, want) in [(None, "60000ms"), (Some("0"), "60000ms"), (Some("'10min'"), "60000ms"), (Some("'5s'"), "5000ms")] {
+        let mut args = Vec::new();
+        let set_sql = set.map(|v| format!("SET statement_timeout = {v}"));
+        if let Some(sql) = &set_sql {
+            args.extend(["-c", sql.as_str()]);
+        }
+        args.extend(["-At", "-c", "SHOW statement_timeout"]);
+        let out = psql(s.port, PASSWORD, &args);
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim().lines().last(), Some(want), "after {set:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    // A billion rows: refused at the cap (54000, naming the key), the server's memory bounded.
+    let started = peak_mib(pid);
+    let out = psql(s.port, PASSWORD, &["-At", "-c", "SELECT * FROM generate_series(1, 1000000000)"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("54000") && err.contains("engine.max_result_rows"), "{err}");
+    let peak = peak_mib(pid);
+    eprintln!("serve's peak memory: {started} MiB before a billion-row statement, {peak} MiB after");
+    assert!(peak <= started + 256 + 64, "serve peaked at {peak} MiB (from {started}) under memory_limit = 256M");
+
+    // A cancel (psql sends CancelRequest on SIGINT) stops the statement's work at once.
+    let heavy = "SELECT SUM(value) FROM generate_series(1, 50000000000)";
+    let idle = cpu_seconds(pid);
+    let running = psql_running(s.port, heavy);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(cpu_seconds(pid) - idle > 0.5, "the statement keeps the server busy");
+    // SAFETY: kill(2) on the psql this test started.
+    unsafe { libc::kill(running.id() as i32, libc::SIGINT) };
+    let out = running.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("canceling statement due to user request"), "{err}");
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let busy = cpu_seconds(pid) - before;
+    assert!(busy < 0.5, "serve used {busy:.2} CPU-s in the 2 s after the cancel");
+
+    // Five sockets that connect and say nothing hold every slot for the login time limit (2 s),
+    // not pgwire's minute.
+    let silent: Vec<std::net::TcpStream> = (0..5).map(|_| std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let first = psql(s.port, PASSWORD, &["-At", "-c", "SELECT 1"]);
+    assert!(String::from_utf8_lossy(&first.stderr).contains("too many clients"), "the silent sockets hold the slots: {}", String::from_utf8_lossy(&first.stderr));
+    loop {
+        let out = psql(s.port, PASSWORD, &["-At", "-c", "SELECT 1"]);
+        if out.status.success() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(8), "still refused after {:?}: {}", t.elapsed(), String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("a login got through {:?} after five silent sockets", t.elapsed());
+    drop(silent);
+
+    // Password guessing from one address is slowed: 40 wrong passwords take seconds, not a
+    // fraction of one; a password typed into the user field is never logged.
+    let t = Instant::now();
+    for i in 0..40 {
+        let out = psql(s.port, &format!("guess {i}"), &["-c", "SELECT 1"]);
+        assert!(!out.status.success());
+    }
+    let guessing = t.elapsed();
+    eprintln!("40 wrong passwords took {guessing:?}");
+    assert!(guessing >= Duration::from_secs(5), "40 wrong passwords in {guessing:?}");
+    let out = Command::new("psql").env("PGPASSWORD", "x").args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "-U", "finance:typed-secret", "-d", "finance", "-X", "-c", "SELECT 1"]).output().unwrap();
+    assert!(!out.status.success());
+    let out = psql(s.port, PASSWORD, &["-At", "-c", "SELECT 41 + 1"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "the right password still logs in: {}", String::from_utf8_lossy(&out.stderr));
+    let log = s.log();
+    assert!(!log.contains("typed-secret") && log.contains("not shown"), "{log}");
+    assert!(log.contains("failed logins from 127.0.0.1"), "{log}");
+
+    // SIGTERM in the middle of a statement: the server drains and exits within seconds.
+    let running = psql_running(s.port, heavy);
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    // SAFETY: kill(2) on the server this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let mut s = s;
+    let status = loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "serve still running {:?} after SIGTERM", t.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("serve exited {:?} after SIGTERM ({status})", t.elapsed());
+    let _ = running.wait_with_output();
 }
 
 /// The Grafana dashboard (`deploy/grafana/gpuledger-month.json`): each panel's SQL, with the

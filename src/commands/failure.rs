@@ -26,7 +26,8 @@ pub fn exit_code_for(error: &anyhow::Error) -> u8 {
             crate::collect::state::StateError,
             crate::collect::CollectError,
             crate::lake::store::OpenError,
-            crate::plan::PlanError
+            crate::plan::PlanError,
+            crate::serve::ServeError
         )
     }
     error.chain().find_map(said).unwrap_or(crate::exit::FAILURE)

@@ -53,6 +53,9 @@ pub fn init_logging(cli: &Cli) {
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())
+        // A log line that cannot be written (stderr a closed pipe) is dropped; tracing's own
+        // report of it would panic on the same pipe (exit 101).
+        .log_internal_errors(false)
         .try_init();
 }
 
@@ -126,6 +129,13 @@ pub fn run(cli: Cli) -> Result<()> {
         runtime.worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()) + 2);
     }
     let runtime = runtime.enable_all().build().context("starting the async runtime")?;
+    if let Command::Serve(args) = cli.command {
+        let served = runtime.block_on(serve(&ctx, args));
+        // A statement's work that outlived the drain (a plan between two yields) is not waited
+        // for: a SIGTERMed server exits within seconds.
+        runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+        return served;
+    }
     match cli.command {
         Command::Demo(args) => runtime.block_on(demo(&ctx, args)),
         Command::Simulate(args) => simulate(&ctx, &args).map(|_| ()),
@@ -135,7 +145,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Plan(args) => runtime.block_on(plan_cmd(&ctx, args)),
         Command::Query(args) => runtime.block_on(query(&ctx, args)),
         Command::Tables => runtime.block_on(tables(&ctx)),
-        Command::Serve(args) => runtime.block_on(serve(&ctx, args)),
+        Command::Serve(_) => unreachable!("served above"),
         Command::Check => runtime.block_on(check_cmd(&ctx)),
         Command::Rollup(args) => rollup_cmd(&ctx, &args),
         Command::Completions { .. } | Command::Manpage => unreachable!("answered before the config is loaded"),

@@ -66,5 +66,6 @@ pub(super) async fn serve(ctx: &Context_, args: ServeArgs) -> Result<()> {
     options.tls_cert = args.tls_cert.or(options.tls_cert);
     options.tls_key = args.tls_key.or(options.tls_key);
     options.max_connections = args.max_connections.unwrap_or(options.max_connections).max(1);
+    options.tls_required |= args.tls_required;
     crate::serve::serve(ctx.lake.clone(), ctx.config.clone(), ctx.session.clone(), options).await
 }

@@ -47,7 +47,7 @@ impl Default for RunConfig {
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { listen: "127.0.0.1:5432".into(), users_file: None, tls_cert: None, tls_key: None, max_connections: 64, statement_timeout_secs: 300 }
+        ServeConfig { listen: "127.0.0.1:5432".into(), users_file: None, tls_cert: None, tls_key: None, max_connections: 64, statement_timeout_secs: 300, tls: Default::default(), login_timeout_secs: 10 }
     }
 }
 

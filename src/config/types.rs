@@ -162,6 +162,21 @@ pub struct ServeConfig {
     /// The longest a statement may run (a client's `SET statement_timeout` may lower it, never
     /// raise it); 0 takes `engine.query_timeout_secs`.
     pub statement_timeout_secs: u64,
+    /// `optional`: TLS for clients that ask for it (with `tls_cert`/`tls_key`), plain text for
+    /// the rest; `required`: a plain-text connection is refused before it logs in.
+    pub tls: TlsMode,
+    /// Seconds a connection has to log in (SSL negotiation, startup and SCRAM); one that says
+    /// nothing for longer is closed, and its connection slot freed.
+    pub login_timeout_secs: u64,
+}
+
+/// Whether `serve` also serves plain text (`serve.tls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    #[default]
+    Optional,
+    Required,
 }
 
 /// `gpuledger plan`: what the lake does not record about the scheduler.

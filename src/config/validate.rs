@@ -56,6 +56,14 @@ impl Config {
         if pr.bearer_token_file.is_some() as u8 + pr.bearer_token_env.is_some() as u8 + pr.basic_auth_user.is_some() as u8 > 1 {
             return Err(invalid("prometheus", "set at most one of bearer_token_file, bearer_token_env, basic_auth_user".into()));
         }
+        if crate::redact::userinfo(&pr.url).is_some() {
+            if let Some(other) = [(pr.bearer_token_file.is_some(), "bearer_token_file"), (pr.bearer_token_env.is_some(), "bearer_token_env"), (pr.basic_auth_user.is_some(), "basic_auth_user")].iter().find(|(set, _)| *set).map(|(_, k)| k) {
+                return Err(invalid("prometheus.url", format!("has credentials (user@ or user:password@) and prometheus.{other} is set too: one would be dropped; keep one of them")));
+            }
+        }
+        if !(1..=600).contains(&self.serve.login_timeout_secs) {
+            return Err(invalid("serve.login_timeout_secs", format!("must be 1..=600, got {}", self.serve.login_timeout_secs)));
+        }
         let p = &self.pricing.power;
         if !(p.price_per_kwh.is_finite() && p.price_per_kwh >= 0.0) {
             return Err(invalid("pricing.power.price_per_kwh", format!("must be a finite number >= 0, got {}", p.price_per_kwh)));

@@ -120,7 +120,8 @@ pub async fn run_query_schema(ctx: &SessionContext, name: &str, sql: &str, param
 async fn explain_if_asked(name: &str, df: &datafusion::dataframe::DataFrame) -> std::result::Result<(), DataFusionError> {
     if std::env::var("GPULEDGER_EXPLAIN").is_ok_and(|v| v == name) {
         let plan = df.clone().explain(false, true)?.collect().await?;
-        eprintln!("{}", arrow::util::pretty::pretty_format_batches(&plan)?);
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{}", arrow::util::pretty::pretty_format_batches(&plan)?);
     }
     Ok(())
 }

@@ -73,6 +73,11 @@ impl SessionBuilder {
         SessionBuilder { memory_limit, spill_limit, result_limits, query_timeout, ..SessionBuilder::default() }
     }
 
+    /// The caps on a result (`engine.max_result_rows`, `engine.max_result_bytes`).
+    pub fn result_limits(&self) -> crate::limits::ResultLimits {
+        self.result_limits
+    }
+
     /// Where the SQL runs (`distributed`).
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = engine;

@@ -138,11 +138,7 @@ impl Published {
             return Ok(record);
         }
         let mut record = Published { version: VERSION, days: BTreeMap::new() };
-        let mut dates = std::collections::BTreeSet::new();
-        for table in Table::ALL {
-            dates.extend(lake.dates(table).map_err(|source| PublishedError::Io { path: lake.table_dir(table), source })?);
-        }
-        for date in dates {
+        for date in lake_dates(lake)? {
             record.days.insert(date, DayRecord { files: Self::read_day(lake, date)?, writing: false });
         }
         record.save(lake)?;
@@ -188,10 +184,8 @@ impl Published {
 
     /// The days of the record and of the lake's folders.
     fn all_dates(&self, lake: &Lake) -> Result<std::collections::BTreeSet<NaiveDate>, PublishedError> {
-        let mut dates: std::collections::BTreeSet<NaiveDate> = self.days.keys().copied().collect();
-        for table in Table::ALL {
-            dates.extend(lake.dates(table).map_err(|source| PublishedError::Io { path: lake.table_dir(table), source })?);
-        }
+        let mut dates = lake_dates(lake)?;
+        dates.extend(self.days.keys().copied());
         Ok(dates)
     }
 
@@ -238,6 +232,15 @@ impl Published {
         }
         Ok(files)
     }
+}
+
+/// Every day any table of the lake has a folder for.
+fn lake_dates(lake: &Lake) -> Result<std::collections::BTreeSet<NaiveDate>, PublishedError> {
+    let mut dates = std::collections::BTreeSet::new();
+    for table in Table::ALL {
+        dates.extend(lake.dates(table).map_err(|source| PublishedError::Io { path: lake.table_dir(table), source })?);
+    }
+    Ok(dates)
 }
 
 #[cfg(test)]

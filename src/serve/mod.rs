@@ -10,6 +10,7 @@ pub mod guard;
 mod handlers;
 pub mod lake_view;
 mod savepoints;
+mod throttle;
 pub mod users;
 
 use std::net::SocketAddr;
@@ -39,10 +40,25 @@ pub enum ServeError {
     Users(#[from] UsersError),
     #[error("serve: give both a TLS certificate and key (--tls-cert and --tls-key, or serve.tls_cert and serve.tls_key), or neither")]
     HalfTls,
+    #[error("serve.tls = \"required\" (or --tls-required) needs a TLS certificate and key (--tls-cert and --tls-key, or serve.tls_cert and serve.tls_key)")]
+    TlsRequiredWithout,
     #[error("TLS: {path}: {message}")]
     Tls { path: PathBuf, message: String },
     #[error("listen address {addr:?}: {message}")]
     Listen { addr: String, message: String },
+    #[error("listening on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+}
+
+/// A server that cannot start for its configuration (users file, TLS files, listen address)
+/// exits 2: retrying will not help. An address already in use is a failure (1).
+impl crate::exit::ExitStatus for ServeError {
+    fn exit_code(&self) -> Option<u8> {
+        match self {
+            ServeError::Bind { .. } => None,
+            _ => Some(crate::exit::USAGE),
+        }
+    }
 }
 
 /// Where and how to serve.
@@ -54,6 +70,10 @@ pub struct ServeOptions {
     pub tls_key: Option<PathBuf>,
     pub max_connections: usize,
     pub statement_timeout: Option<Duration>,
+    /// Plain-text connections refused.
+    pub tls_required: bool,
+    /// How long a connection has to log in.
+    pub login_timeout: Duration,
 }
 
 impl ServeOptions {
@@ -69,31 +89,40 @@ impl ServeOptions {
             tls_key: s.tls_key.clone(),
             max_connections: s.max_connections.max(1),
             statement_timeout: Some(secs).filter(|s| *s > 0).map(Duration::from_secs),
+            tls_required: s.tls == crate::config::TlsMode::Required,
+            login_timeout: Duration::from_secs(s.login_timeout_secs.max(1)),
         }
     }
 }
 
-/// Serves until SIGINT or SIGTERM.
+/// How long a SIGTERMed server waits for the statements running to end.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Serves until SIGINT or SIGTERM, then lets the statements running end (at most [`DRAIN`]).
 pub async fn serve(lake: Lake, config: Config, builder: SessionBuilder, options: ServeOptions) -> anyhow::Result<()> {
-    let users = UsersFile::open(options.users_file.as_deref().ok_or(ServeError::NoUsers)?)?;
+    let users = UsersFile::open(options.users_file.as_deref().ok_or(ServeError::NoUsers)?).map_err(ServeError::Users)?;
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => Some((tls_acceptor(cert, key)?, std::fs::read(cert).map_err(|e| tls_error(cert, e))?)),
         (None, None) => None,
         _ => return Err(ServeError::HalfTls.into()),
     };
+    if options.tls_required && tls.is_none() {
+        return Err(ServeError::TlsRequiredWithout.into());
+    }
     let addr: SocketAddr = tokio::net::lookup_host(&options.listen)
         .await
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| ServeError::Listen { addr: options.listen.clone(), message: "expected HOST:PORT".into() })?;
-    let listener = TcpListener::bind(addr).await.map_err(|e| ServeError::Listen { addr: options.listen.clone(), message: e.to_string() })?;
+    let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
     let bound = listener.local_addr()?;
     if !bound.ip().is_loopback() && tls.is_none() {
         tracing::warn!("serving {bound} without TLS: logins are SCRAM-SHA-256 (no password crosses the wire), but queries and results do, in clear");
     }
+    let builder_limits = builder.result_limits();
     let views = Arc::new(LakeViews::new(lake, config, builder));
     views.current().await?;
-    let queries = Arc::new(Queries::new(views, options.statement_timeout));
+    let queries = Arc::new(Queries::new(views, options.statement_timeout, builder_limits));
     let connections = Arc::new(ConnectionManager::new());
     let slots = Arc::new(Semaphore::new(options.max_connections));
     let (acceptor, cert_pem) = match tls {
@@ -102,10 +131,15 @@ pub async fn serve(lake: Lake, config: Config, builder: SessionBuilder, options:
     };
     tracing::info!(
         "listening on {bound} ({}), {} user(s) from {}, read-only",
-        if acceptor.is_some() { "TLS" } else { "no TLS" },
+        match (&acceptor, options.tls_required) {
+            (Some(_), true) => "TLS required",
+            (Some(_), false) => "TLS",
+            (None, _) => "no TLS",
+        },
         users.read()?.len(),
         users.path().display()
     );
+    let logins = Arc::new(throttle::FailedLogins::default());
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         let (socket, peer) = tokio::select! {
@@ -123,22 +157,45 @@ pub async fn serve(lake: Lake, config: Config, builder: SessionBuilder, options:
         if slot.is_none() {
             tracing::warn!("refusing {peer}: {} connections already (serve.max_connections)", options.max_connections);
         }
+        let (logged_in, login) = tokio::sync::oneshot::channel();
         let handlers = Arc::new(Handlers {
             users: users.clone(),
             queries: queries.clone(),
             tls_cert_pem: cert_pem.clone(),
             connections: connections.clone(),
             over_limit: slot.is_none(),
+            tls_required: options.tls_required,
+            failed_logins: logins.clone(),
+            logged_in: std::sync::Mutex::new(Some(logged_in)),
         });
         let acceptor = acceptor.clone();
+        let login_timeout = options.login_timeout;
         tokio::spawn(async move {
             let _slot = slot;
-            if let Err(e) = pgwire::tokio::process_socket(socket, acceptor, handlers).await {
+            let work = pgwire::tokio::process_socket(socket, acceptor, handlers);
+            tokio::pin!(work);
+            // A connection has `login_timeout` to log in; one that says nothing is closed and
+            // frees its slot (pgwire's own limit is a minute).
+            let done = tokio::select! {
+                done = &mut work => done,
+                login = tokio::time::timeout(login_timeout, login) => match login {
+                    Err(_) => {
+                        tracing::info!("closing {peer}: no login within {} s (serve.login_timeout_secs)", login_timeout.as_secs());
+                        return;
+                    }
+                    Ok(_) => work.await,
+                },
+            };
+            if let Err(e) = done {
                 tracing::debug!("connection from {peer}: {e}");
             }
         });
     }
-    tracing::info!("stopping: no new connections");
+    tracing::info!("stopping: no new connections; waiting up to {} s for the statements running", DRAIN.as_secs());
+    let all = u32::try_from(options.max_connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(DRAIN, slots.acquire_many(all)).await.is_err() {
+        tracing::warn!("stopping with {} connection(s) still open", options.max_connections - slots.available_permits());
+    }
     Ok(())
 }
 
