@@ -12,9 +12,11 @@
 -- pods) are grouped by (unit, step) first and counted once each (a GROUP BY, which spills
 -- under the memory limit, where COUNT DISTINCT over text keys does not). `util_rows` counts the same way the measured unit-steps
 -- that carry a utilisation value: a row whose utilisation was missing, NaN or Inf is stored as
--- null, present as a GPU row but not as utilisation.
+-- null, present as a GPU row but not as utilisation. `energy_rows` likewise those that carry
+-- energy (a counter delta or power x step): a GPU whose power and energy read NaN, Inf or a
+-- DCGM blank bills no energy there, and is counted short here rather than billed as zero.
 WITH measured AS (
-  SELECT s.date, s.gpu_uuid, s.gpu_instance_id, s.ts, s.share, s.util_pct, s.step_s
+  SELECT s.date, s.gpu_uuid, s.gpu_instance_id, s.ts, s.share, s.util_pct, s.energy_j, s.step_s
   FROM gpu_samples s
   WHERE s.date >= $3 AND s.date <= $4
     AND s.ts >= $1 AND s.ts < $2
@@ -23,7 +25,8 @@ WITH measured AS (
 split_steps AS (
   SELECT s.date, s.gpu_uuid, s.gpu_instance_id, s.ts,
          MAX(CASE WHEN s.namespace IS NULL OR s.namespace <> '__unmeasured__' THEN 1 ELSE 0 END) AS measured,
-         MAX(CASE WHEN (s.namespace IS NULL OR s.namespace <> '__unmeasured__') AND s.util_pct IS NOT NULL THEN 1 ELSE 0 END) AS has_util
+         MAX(CASE WHEN (s.namespace IS NULL OR s.namespace <> '__unmeasured__') AND s.util_pct IS NOT NULL THEN 1 ELSE 0 END) AS has_util,
+         MAX(CASE WHEN (s.namespace IS NULL OR s.namespace <> '__unmeasured__') AND s.energy_j IS NOT NULL THEN 1 ELSE 0 END) AS has_energy
   FROM gpu_samples s
   WHERE s.date >= $3 AND s.date <= $4
     AND s.ts >= $1 AND s.ts < $2
@@ -31,7 +34,7 @@ split_steps AS (
   GROUP BY s.date, s.gpu_uuid, s.gpu_instance_id, s.ts
 ),
 split_days AS (
-  SELECT p.date, SUM(p.measured) AS n, SUM(p.has_util) AS with_util, COUNT(*) AS existed
+  SELECT p.date, SUM(p.measured) AS n, SUM(p.has_util) AS with_util, SUM(p.has_energy) AS with_energy, COUNT(*) AS existed
   FROM split_steps p
   GROUP BY p.date
 ),
@@ -46,7 +49,8 @@ whole_existed AS (
 whole_days AS (
   SELECT m.date,
          SUM(CASE WHEN m.share >= 1 THEN 1 ELSE 0 END)                              AS n,
-         SUM(CASE WHEN m.share >= 1 AND m.util_pct IS NOT NULL THEN 1 ELSE 0 END)   AS with_util
+         SUM(CASE WHEN m.share >= 1 AND m.util_pct IS NOT NULL THEN 1 ELSE 0 END)   AS with_util,
+         SUM(CASE WHEN m.share >= 1 AND m.energy_j IS NOT NULL THEN 1 ELSE 0 END)   AS with_energy
   FROM measured m
   GROUP BY m.date
 ),
@@ -76,6 +80,7 @@ SELECT
   d.date                                                  AS date,
   COALESCE(w.n, 0) + COALESCE(p.n, 0)                     AS gpu_rows,
   COALESCE(w.with_util, 0) + COALESCE(p.with_util, 0)     AS util_rows,
+  COALESCE(w.with_energy, 0) + COALESCE(p.with_energy, 0) AS energy_rows,
   d.units                                                 AS units,
   d.step_s                                                AS step_s,
   COALESCE(x.n, 0) + COALESCE(p.existed, 0)               AS unit_steps,

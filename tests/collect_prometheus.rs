@@ -665,6 +665,88 @@ fn a_pool_that_changes_under_the_collector() {
 /// A MIG GPU whose exporter puts power, energy and temperature on the parent GPU's own series
 /// (no `GPU_I_*`, no pod) is no GPU of its own: the pool, every namespace and the idle row agree
 /// with the ledger as with the repeated shape, and the inventory holds only the instances.
+/// A broken exporter, utilisation fine: power NaN and the energy counter `+Inf` for half an
+/// hour (the counters either side span it: its energy is known), then an impossible -40 W and
+/// a `+Inf` counter for the day's last two hours (nothing after them: their energy is unknown).
+/// No impossible or infinite value is stored; the last two hours' GPU-steps have no energy, and
+/// the reports say so (completeness' energy share, exit 3 naming energy, on the power basis
+/// too) instead of billing them 0 kWh with "conservation OK".
+#[test]
+fn energy_that_reads_inf_is_never_billed_as_zero() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::run_ok(dir, &["simulate", "--out", "sim", "--days", "1", "--start", "2026-10-05", "--openmetrics", "history.om", "--gpus", "16", "--step", "30", "--seed", "9"]);
+    let day = chrono::DateTime::parse_from_rfc3339(FROM).unwrap().timestamp();
+    let (spanned, unknown) = ((day + 10 * 3600, day + 10 * 3600 + 1800), (day + 22 * 3600, day + 24 * 3600));
+    let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
+    let mut broken = String::with_capacity(om.len());
+    let mut changed = 0;
+    for line in om.lines() {
+        let power = line.starts_with("DCGM_FI_DEV_POWER_USAGE{");
+        let energy = line.starts_with("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{");
+        let t = line.rsplit(' ').next().and_then(|t| t.parse::<f64>().ok()).unwrap_or(0.0) as i64;
+        let value = match (power, energy) {
+            (true, _) if (spanned.0..spanned.1).contains(&t) => Some("NaN"),
+            (true, _) if (unknown.0..unknown.1).contains(&t) => Some("-40"),
+            (_, true) if (spanned.0..spanned.1).contains(&t) || (unknown.0..unknown.1).contains(&t) => Some("+Inf"),
+            _ => None,
+        };
+        match value {
+            Some(v) => {
+                let (series, rest) = line.rsplit_once("} ").unwrap();
+                let ts = rest.rsplit(' ').next().unwrap();
+                broken.push_str(&format!("{series}}} {v} {ts}\n"));
+                changed += 1;
+            }
+            None => {
+                broken.push_str(line);
+                broken.push('\n');
+            }
+        }
+    }
+    assert!(changed > 1000, "{changed} samples broken");
+    std::fs::write(dir.join("history.om"), broken).unwrap();
+    let prom = serve_history(dir);
+    for (name, basis) in [("cloud.toml", "cloud"), ("power.toml", "power")] {
+        write_config(dir, name, &prom.url(), "lake", &format!("\n[pricing]\nbasis = \"{basis}\""));
+    }
+    common::run_ok(dir, &["--config", "cloud.toml", "collect", "--from", FROM, "--to", TO]);
+
+    // The oracle: the measured GPU-steps of the last two hours, counted from the samples.
+    let ts = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let count = |sql: String| -> i64 { common::parse_csv(&common::stdout(&common::run_ok(dir, &["--config", "cloud.toml", "query", &sql, "--format", "csv"]))).1[0][0].parse().unwrap() };
+    let within = |w: (i64, i64)| format!("ts >= TIMESTAMP '{}' AND ts < TIMESTAMP '{}'", ts(w.0), ts(w.1));
+    let broken_steps = count(format!("SELECT count(*) FROM (SELECT DISTINCT gpu_uuid, gpu_instance_id, ts FROM gpu_samples WHERE (namespace IS NULL OR namespace <> '__unmeasured__') AND {})", within(unknown)));
+    assert!(broken_steps > 0);
+    assert_eq!(count(format!("SELECT count(power_w) FROM gpu_samples WHERE ({}) OR ({})", within(spanned), within(unknown))), 0, "no NaN or -40 W stored as a power");
+    assert_eq!(count("SELECT count(*) FROM gpu_samples WHERE energy_j < 0 OR isnan(energy_j) OR energy_j > 1e12".to_string()), 0, "no impossible energy");
+    assert_eq!(count(format!("SELECT count(*) FROM gpu_samples WHERE energy_j IS NULL AND {}", within(spanned))), 0, "the counters either side span the half hour");
+    let csv = common::stdout(&common::run_incomplete(dir, &["--config", "cloud.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "csv"]));
+    let (header, rows) = common::parse_csv(&csv);
+    let col = |k: &str| header.iter().position(|h| h == k).unwrap();
+    let of = |source: &str| rows.iter().find(|r| r[col("source")] == source).unwrap_or_else(|| panic!("no {source} row:\n{csv}"));
+    let (dcgm, energy) = (of("dcgm"), of("energy"));
+    let n = |r: &Vec<String>, k: &str| r[col(k)].parse::<i64>().unwrap();
+    assert_eq!(n(dcgm, "present"), n(dcgm, "expected"), "every GPU row is there:\n{csv}");
+    assert_eq!(n(energy, "expected"), n(dcgm, "expected"));
+    assert_eq!(n(energy, "present"), n(dcgm, "present") - broken_steps, "the GPU-steps whose power read -40 W and whose counter read +Inf, with nothing after, have no energy:\n{csv}");
+    assert_eq!(n(of("util"), "present"), n(dcgm, "present"), "utilisation was fine");
+
+    // Every report, on either basis, says the energy is short; none exits 0.
+    for cfg in ["cloud.toml", "power.toml"] {
+        let out = common::bin().current_dir(dir).args(["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{cfg}: {err}");
+        assert!(err.contains("energy ") && err.contains("bill no energy"), "{cfg}: {err}");
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mark = report["data_incomplete"].as_str().unwrap_or_default();
+        assert!(mark.contains("energy "), "{cfg}: {mark}");
+    }
+}
+
 #[test]
 fn mig_device_fields_on_the_parent_series() {
     if !tools_present() {
@@ -892,9 +974,11 @@ fn collect_from_a_real_prometheus() {
     let expect = [
         ["2026-10-04", "dcgm", "GPU rows", &(gpu_units * 2880).to_string(), "0", "0.00", "1440.00"],
         ["2026-10-04", "util", "GPU rows with utilisation", &(gpu_units * 2880).to_string(), "0", "0.00", "1440.00"],
+        ["2026-10-04", "energy", "GPU rows with energy", &(gpu_units * 2880).to_string(), "0", "0.00", "1440.00"],
         ["2026-10-04", "kube", "steps", "2880", "0", "0.00", "1440.00"],
         ["2026-10-05", "dcgm", "GPU rows", &(gpu_units * 2880).to_string(), &(gpu_units * 2880).to_string(), "100.00", "0.00"],
         ["2026-10-05", "util", "GPU rows with utilisation", &(gpu_units * 2880).to_string(), &(gpu_units * 2880).to_string(), "100.00", "0.00"],
+        ["2026-10-05", "energy", "GPU rows with energy", &(gpu_units * 2880).to_string(), &(gpu_units * 2880).to_string(), "100.00", "0.00"],
         ["2026-10-05", "kube", "steps", "2880", "2880", "100.00", "0.00"],
     ];
     assert_eq!(rows, expect.map(|r| r.map(String::from).to_vec()).to_vec(), "{csv}");

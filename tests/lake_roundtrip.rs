@@ -167,7 +167,7 @@ fn empty_lake_queries_and_reports_fine() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "header and the mark: {text}");
     assert!(lines[0].starts_with("namespace,team,cost_centre,gpu_hours,"), "{text}");
-    assert!(lines[1].starts_with("\"DATA INCOMPLETE: dcgm 0.00% (0 of 0), util 0.00% (0 of 0), kube 0.00% (0 of 89280) for 2026-10"), "{text}");
+    assert!(lines[1].starts_with("\"DATA INCOMPLETE: dcgm 0.00% (0 of 0), util 0.00% (0 of 0), energy 0.00% (0 of 0; the other GPU-steps have no energy reading and bill no energy or power cost), kube 0.00% (0 of 89280) for 2026-10"), "{text}");
 }
 
 #[test]

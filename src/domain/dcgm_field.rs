@@ -44,4 +44,31 @@ impl Field {
             Field::Xid => "Value of the last XID error encountered.",
         }
     }
+
+    /// Whether `v` (finite) is a value the field can take: a utilisation of 0-100 % (an engine
+    /// ratio of 0-1), at most 1% over for rounding; a power of 0-5000 W (a GB200 superchip
+    /// draws 2700); no negative size, counter, temperature under -50 C or over 150 C. Any other
+    /// reading is a broken exporter's, stored as missing (completeness counts the GPU rows that
+    /// lack a utilisation or energy), never billed.
+    pub fn plausible(self, v: f64) -> bool {
+        match self {
+            Field::Util => (0.0..=101.0).contains(&v),
+            Field::EngineActive => (0.0..=1.01).contains(&v),
+            Field::Power => (0.0..=5000.0).contains(&v),
+            Field::Temp => (-50.0..=150.0).contains(&v),
+            Field::FbUsed | Field::FbFree | Field::Energy | Field::Xid => v >= 0.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_readings_are_not_values() {
+        for (field, ok, bad) in [(Field::Util, 100.0, 150.0), (Field::EngineActive, 1.0, 2.5), (Field::Power, 700.0, -3.0), (Field::Power, 2700.0, 1e9), (Field::Energy, 0.0, -1.0), (Field::Temp, 85.0, 400.0)] {
+            assert!(field.plausible(ok) && !field.plausible(bad), "{field:?}: {ok} and {bad}");
+        }
+    }
 }

@@ -297,6 +297,10 @@ pub struct Counts {
     pub gpu_rows: i64,
     /// Of those, the ones with a utilisation value.
     pub util_rows: i64,
+    /// Of those, the ones with an energy value (a counter delta, or power x step): the rest
+    /// (no reading, NaN, Inf, a blank) bill no energy, and say so in completeness.
+    #[serde(default)]
+    pub energy_rows: i64,
     /// GPUs or MIG instances with any row (`__unmeasured__` ones included).
     pub units: i64,
     /// Unit-steps the pool held: every (unit, step) with a row, measured or `__unmeasured__`
@@ -319,6 +323,7 @@ pub struct Counts {
 struct CountsAcc {
     whole: i64,
     whole_util: i64,
+    whole_energy: i64,
     /// Whole-GPU rows of `__unmeasured__`: unit-steps that existed without a sample.
     whole_unmeasured: i64,
     /// Per (unit, step) of the rows under share 1: `SPLIT_*` bits.
@@ -336,6 +341,7 @@ impl CountsAcc {
         Counts {
             gpu_rows: self.whole + count(SPLIT_MEASURED),
             util_rows: self.whole_util + count(SPLIT_UTIL),
+            energy_rows: self.whole_energy + count(SPLIT_ENERGY),
             units: self.units.len() as i64,
             unit_steps: self.whole + self.whole_unmeasured + self.split.len() as i64,
             step_s: self.step_s.map_or(0, i64::from),
@@ -351,6 +357,8 @@ impl CountsAcc {
 const SPLIT_MEASURED: u8 = 1;
 /// A split unit-step has a measured row with a utilisation value.
 const SPLIT_UTIL: u8 = 2;
+/// A split unit-step has a measured row with an energy value.
+const SPLIT_ENERGY: u8 = 4;
 
 /// A day's `Counts` in all and per cluster (`--cluster`), folded from its rows.
 #[derive(Default)]
@@ -378,7 +386,7 @@ impl StoredCounts {
 
 impl DayCounts {
     pub const COLUMNS: [&'static str; 7] = ["ts", "step_s", "cluster", "gpu_uuid", "gpu_instance_id", "namespace", "share"];
-    const ALSO: [&'static str; 1] = ["util_pct"];
+    const ALSO: [&'static str; 2] = ["util_pct", "energy_j"];
 
     /// Every column `add` reads.
     pub fn columns() -> Vec<&'static str> {
@@ -395,6 +403,7 @@ impl DayCounts {
         let inst = typed::<Int16Array>(b, path, "gpu_instance_id")?;
         let share = typed::<Float64Array>(b, path, "share")?;
         let util = typed::<Float32Array>(b, path, "util_pct")?;
+        let energy = typed::<Float64Array>(b, path, "energy_j")?;
         let DayCounts { all, by_cluster } = self;
         // Rows are sorted by cluster, node, GPU and instance: a unit's rows come together, so
         // its span is kept here and put in the maps once per unit, not per row.
@@ -415,7 +424,7 @@ impl DayCounts {
             let c = cluster_id(&cluster, &m[0], i, default);
             let unit = (row_id(&uuid, &m[1], i), if inst.is_null(i) { i16::MIN } else { inst.value(i) });
             let measured = row_id(&ns, &m[2], i) != unmeasured;
-            let (s, has_util) = (step.value(i), util.is_valid(i));
+            let (s, has_util, has_energy) = (step.value(i), util.is_valid(i), energy.is_valid(i));
             let whole = share.value(i) >= 1.0;
             match span.as_mut() {
                 Some(x) if x.0 == c && x.1 == unit => (x.2, x.3) = (x.2.min(t), x.3.max(t)),
@@ -434,10 +443,11 @@ impl DayCounts {
                     (true, true) => {
                         acc.whole += 1;
                         acc.whole_util += i64::from(has_util);
+                        acc.whole_energy += i64::from(has_energy);
                     }
                     (true, false) => acc.whole_unmeasured += 1,
                     (false, _) => {
-                        let bits = if measured { SPLIT_MEASURED | if has_util { SPLIT_UTIL } else { 0 } } else { 0 };
+                        let bits = if measured { SPLIT_MEASURED | if has_util { SPLIT_UTIL } else { 0 } | if has_energy { SPLIT_ENERGY } else { 0 } } else { 0 };
                         *acc.split.entry((unit.0, unit.1, t)).or_default() |= bits;
                     }
                 }
@@ -602,7 +612,7 @@ mod counts_tests {
     /// Three GPUs over ten 30 s steps: A measured throughout; B on a node that joined at step 3
     /// and left after step 5; C measured but for steps 4 and 5, `__unmeasured__` there (its
     /// exporter down while its node's capacity still named it). B's missing steps are not
-    /// expected (it did not exist); C's are.
+    /// expected (it did not exist); C's are. A has no energy at its first two steps.
     #[test]
     fn the_pool_is_what_existed() {
         let mut rows = GpuSamplesBuilder::new();
@@ -624,7 +634,8 @@ mod counts_tests {
                 mem_used_mib: None,
                 mem_total_mib: None,
                 power_w: None,
-                energy_j: None,
+                // A's first two steps read +Inf (stored as null): no energy there.
+                energy_j: ns.filter(|n| *n != UNMEASURED && !(uuid == "GPU-A" && k < 2)).map(|_| 2100.0),
                 temp_c: None,
                 xid: None,
             })
@@ -643,7 +654,7 @@ mod counts_tests {
         let mut day = DayCounts::default();
         day.add(&strings, Path::new("day"), &batch, i64::MIN, i64::MAX).unwrap();
         let c = day.finish(&strings.into_inner().unwrap()).all;
-        assert_eq!((c.gpu_rows, c.util_rows, c.units, c.unit_steps), (21, 21, 3, 23), "{c:?}");
+        assert_eq!((c.gpu_rows, c.util_rows, c.energy_rows, c.units, c.unit_steps), (21, 21, 19, 3, 23), "{c:?}");
         assert_eq!((c.first_ms, c.last_ms, c.units_at_first, c.units_at_last), (0, 270_000, 2, 2), "{c:?}");
     }
 }

@@ -90,8 +90,8 @@ impl Kind {
     pub fn version(self) -> u32 {
         match self {
             // 4: the day's completeness counts in the metadata; 5: with the unit-steps that
-            // existed (`Counts::unit_steps`).
-            Kind::GpuBuckets => 5,
+            // existed (`Counts::unit_steps`); 6: with those that carry energy.
+            Kind::GpuBuckets => 6,
             // Idle: folded at ROLLUP_THRESHOLD_PCT, runs from ROLLUP_MIN_RUN_SECS (bump on change).
             Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::IdleHoldings | Kind::IdleStretches | Kind::PendingBuckets => 1,
         }

@@ -32,7 +32,8 @@ use crate::engine::run_query;
 use crate::queries::Queries;
 use crate::domain::window::Window;
 
-pub const SOURCES: [&str; 3] = ["dcgm", "util", "kube"];
+/// DCGM's GPU rows, those with a utilisation, those with energy, and kube-state-metrics' steps.
+pub const SOURCES: [&str; 4] = ["dcgm", "util", "energy", "kube"];
 
 /// One day of one source.
 #[derive(Debug, Clone, PartialEq)]
@@ -174,6 +175,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
     }
     for b in &per_day {
         let (dates, rows, util_rows, units, steps_s) = (col_str(b, "date")?, col_i64(b, "gpu_rows")?, col_i64(b, "util_rows")?, col_i64(b, "units")?, col_i64(b, "step_s")?);
+        let energy_rows = col_i64(b, "energy_rows")?;
         let (unit_steps, first, last) = (col_i64(b, "unit_steps")?, col_ts(b, "first_ts")?, col_ts(b, "last_ts")?);
         let (at_first, at_last) = (col_i64(b, "units_at_first")?, col_i64(b, "units_at_last")?);
         for i in 0..b.num_rows() {
@@ -181,6 +183,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
             let c = Counts {
                 gpu_rows: rows[i],
                 util_rows: util_rows[i],
+                energy_rows: energy_rows[i],
                 units: units[i],
                 unit_steps: unit_steps[i],
                 step_s: steps_s[i],
@@ -240,12 +243,16 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
             }).collect()).unwrap_or_default();
             union_ms(list)
         };
-        let (rows, util_rows, expected) = match seen.get(&key) {
-            Some(c) => (c.gpu_rows, c.util_rows, expected_unit_steps(c, ds, de, step * 1000)),
-            None => (0, 0, pool * steps_expected),
+        let (rows, util_rows, energy_rows, expected) = match seen.get(&key) {
+            Some(c) => (c.gpu_rows, c.util_rows, c.energy_rows, expected_unit_steps(c, ds, de, step * 1000)),
+            None => (0, 0, 0, pool * steps_expected),
         };
-        days.push(DayCompleteness { date: d, source: "dcgm", expected, present: rows, gap_ms: clip("dcgm") });
+        let dcgm_gap = clip("dcgm");
+        days.push(DayCompleteness { date: d, source: "dcgm", expected, present: rows, gap_ms: dcgm_gap });
         days.push(DayCompleteness { date: d, source: "util", expected, present: util_rows, gap_ms: clip("util") });
+        // Energy missing while DCGM answered (NaN, Inf, blanks) is no recorded gap: only
+        // DCGM's own gaps are.
+        days.push(DayCompleteness { date: d, source: "energy", expected, present: energy_rows, gap_ms: dcgm_gap });
         let kube_gap = clip("kube");
         let kube_missing = (kube_gap + step * 1000 - 1) / (step * 1000);
         // A day with no GPU row and no recorded gap of any source was never collected: its
@@ -305,7 +312,12 @@ impl Completeness {
             .filter(|s| self.pct_centi(s) < threshold)
             .map(|s| {
                 let (e, p) = self.totals(s);
-                let lacking = if *s == "dcgm" { self.lacking_samples(3) } else { String::new() };
+                let lacking = match *s {
+                    "dcgm" => self.lacking_samples(3),
+                    // Their power and energy were missing, NaN, Inf, a DCGM blank or impossible.
+                    "energy" => "; the other GPU-steps have no energy reading and bill no energy or power cost".to_string(),
+                    _ => String::new(),
+                };
                 format!("{s} {}% ({p} of {e}{lacking})", crate::domain::money::format_units(self.pct_centi(s), 2))
             })
             .collect()
@@ -347,7 +359,7 @@ impl Completeness {
                 vec![
                     Cell::Str(d.date.format("%Y-%m-%d").to_string()),
                     Cell::Str(d.source.to_string()),
-                    Cell::Str(match d.source { "dcgm" => "GPU rows", "util" => "GPU rows with utilisation", _ => "steps" }.to_string()),
+                    Cell::Str(match d.source { "dcgm" => "GPU rows", "util" => "GPU rows with utilisation", "energy" => "GPU rows with energy", _ => "steps" }.to_string()),
                     Cell::Int(d.expected),
                     Cell::Int(d.present),
                     pct(d.present, d.expected),
@@ -422,7 +434,7 @@ mod tests {
     /// 23:59 before (a window starting earlier than the rows) for the two steps before them.
     #[test]
     fn a_day_is_expected_where_it_existed_and_where_it_was_not_collected() {
-        let c = Counts { gpu_rows: 21, util_rows: 21, units: 3, unit_steps: 23, step_s: 30, first_ms: 0, last_ms: 270_000, units_at_first: 2, units_at_last: 2 };
+        let c = Counts { gpu_rows: 21, util_rows: 21, energy_rows: 21, units: 3, unit_steps: 23, step_s: 30, first_ms: 0, last_ms: 270_000, units_at_first: 2, units_at_last: 2 };
         assert_eq!(expected_unit_steps(&c, 0, 300_000, 30_000), 23);
         assert_eq!(expected_unit_steps(&c, 0, 360_000, 30_000), 27);
         assert_eq!(expected_unit_steps(&c, -60_000, 300_000, 30_000), 27);

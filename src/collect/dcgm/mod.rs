@@ -14,6 +14,12 @@ use arrow::array::RecordBatch;
 
 use super::hami::HamiShares;
 use super::labels::{sane, Holder, LabelPick, WorkloadLabels};
+
+/// A sample's value as the lake keeps it: none for NaN, infinities, DCGM's blanks and values
+/// the field cannot take (a negative or 10 kW power, a utilisation of 150 %).
+fn reading(field: Field, v: f64) -> Option<f64> {
+    sane(v).filter(|x| field.plausible(*x))
+}
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
 use crate::domain::dcgm_field::Field;
@@ -239,7 +245,7 @@ impl DcgmGrid {
                         continue;
                     }
                     let c = c as usize;
-                    if let Some(x) = sane(v) {
+                    if let Some(x) = reading(field, v) {
                         if t < read_at[c] {
                             (counters[c], read_at[c]) = (Some(x), t);
                         }
@@ -269,16 +275,16 @@ impl DcgmGrid {
                     cell.holders.clear();
                     cell.at_first = 0;
                 }
-                cell.hold(&holder, t, field, sane(v));
+                cell.hold(&holder, t, field, reading(field, v));
                 if t == cell.first_ts {
                     if cell.at_first & bit == 0 {
-                        if let Some(x) = sane(v) {
+                        if let Some(x) = reading(field, v) {
                             cell.values[field as usize] = Some(x);
                             cell.at_first |= bit;
                         }
                     }
                 } else if cell.values[field as usize].is_none() {
-                    cell.values[field as usize] = sane(v);
+                    cell.values[field as usize] = reading(field, v);
                 }
             }
         }
@@ -336,11 +342,11 @@ impl DcgmGrid {
                             filled += 1;
                         }
                         cell.seen = true;
-                        cell.hold(&holder, from + c * step, field, sane(v));
+                        cell.hold(&holder, from + c * step, field, reading(field, v));
                     }
                     let slot = &mut cell.values[field as usize];
                     if slot.is_none() {
-                        *slot = sane(v);
+                        *slot = reading(field, v);
                     }
                 }
                 c += 1;
