@@ -1285,4 +1285,36 @@ fn a_collect_killed_while_publishing_never_bills_a_half_day() {
     // One kill per file of the afternoon's day and of the earlier days whose pods it rewrote.
     eprintln!("{kills} kills, each named and repaired");
     assert!(kills >= 9, "a kill after each of the day's nine tables at least: {kills}");
+
+    // A full disk: the day's first file cannot be written. The collect fails (1) naming the
+    // cause, and the lake is as it was, rollups included: the reports read it as before. Where
+    // the disk fills at a later file of the day, the day is named as unfinished until the next
+    // collect, which repairs it.
+    let full = copy("full");
+    let collect_full = |n: u32| {
+        common::bin()
+            .current_dir(dir)
+            .env(gpuledger::failpoint::VAR, format!("write-enospc:{n}"))
+            .args(["--config", full.to_str().unwrap(), "collect", "--from", noon, "--to", TO])
+            .output()
+            .unwrap()
+    };
+    common::run_ok(dir, &["--config", full.to_str().unwrap(), "collect", "--from", noon, "--to", TO]);
+    let before = lake_tree(&dir.join("full"));
+    let out = collect_full(1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device") && err.contains("gpu_samples"), "{err}");
+    assert!(lake_tree(&dir.join("full")) == before, "a collect that could not write its first file changed the lake (its rollups?)");
+    for (i, o) in reports(&full).into_iter().enumerate() {
+        assert!(o.status.success() && o.stdout == want[i], "after a full disk, report {i}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let out = collect_full(3);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    for o in reports(&full) {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.code() == Some(1) && err.contains("a collect began writing the day and stopped"), "{err}");
+    }
+    common::run_ok(dir, &["--config", full.to_str().unwrap(), "collect", "--from", noon, "--to", TO]);
+    assert!(lake_tree(&dir.join("full")) == before, "repaired after a full disk");
 }

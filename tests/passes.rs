@@ -430,10 +430,11 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
             let ts = |ms: i64| array_value_to_string(&arrow::array::TimestampMillisecondArray::from(vec![ms]).with_timezone("UTC"), 0).unwrap();
             assert!(c.unit_steps >= c.gpu_rows && c.units_at_first > 0 && c.units_at_last > 0, "{c:?}");
             format!(
-                "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+                "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
                 day(d),
                 c.gpu_rows,
                 c.util_rows,
+                c.energy_rows,
                 c.units,
                 c.step_s,
                 c.unit_steps,

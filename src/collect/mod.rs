@@ -142,6 +142,13 @@ pub fn resolve_window(
 /// returns what differed from the record, which the caller states. Under the lake's lock.
 pub fn accept(lake: &Lake, days: &[NaiveDate]) -> Result<Vec<crate::lake::published::Finding>> {
     let _lock = LakeLock::acquire(lake, "collect --accept")?;
+    // A day's rollups may be of its files before a writer stopped: dropped, the reports read
+    // the accepted files themselves.
+    for &date in days {
+        for table in crate::lake::rollup::SOURCES {
+            crate::lake::rollup::remove(lake, table, date)?;
+        }
+    }
     Ok(Published::record(lake, days.iter().copied())?)
 }
 
@@ -317,8 +324,17 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfi
         for (node, gpu_s) in unmeasured_gpu_seconds(&gpu, cfg.cluster_label.is_some()) {
             *unmeasured.entry(node).or_default() += gpu_s;
         }
-        let gpu = merge_window(lake, Table::GpuSamples, date, "ts", w0, w1, gpu)?;
-        write_partition(lake, Table::GpuSamples, date, &gpu)?;
+        // The day's first file: where it cannot be written (a full disk), the day is as it was.
+        let first = merge_window(lake, Table::GpuSamples, date, "ts", w0, w1, gpu).and_then(|gpu| Ok(write_partition(lake, Table::GpuSamples, date, &gpu).map(|_| gpu)?));
+        let gpu = match first {
+            Ok(gpu) => gpu,
+            Err(e) => {
+                if Published::abandon(lake, date)? {
+                    tracing::warn!("{date}: nothing of the day was replaced; it stays as it was published");
+                }
+                return Err(e);
+            }
+        };
         write_partition(lake, Table::Nodes, date, &nodes_of(&gpu))?;
         let each = |table: Table, f: &dyn Fn(&ClusterRows) -> RecordBatch| per_cluster(table, &clusters, f);
         for table in KUBE_TABLES {

@@ -154,6 +154,20 @@ impl Published {
         record.save(lake)
     }
 
+    /// A writer that failed (a full disk) before it replaced any of `date`'s files: the day is
+    /// published as it was, its mark cleared. Where any of its files differs from its record
+    /// (the writer got further), the mark stays and sessions keep naming the day.
+    pub fn abandon(lake: &Lake, date: NaiveDate) -> Result<bool, PublishedError> {
+        let mut record = Self::open(lake)?;
+        let Some(day) = record.days.get_mut(&date).filter(|d| d.writing) else { return Ok(true) };
+        day.writing = false;
+        let untouched = record.check_days(lake, &std::collections::BTreeSet::from([date]))?.is_empty();
+        if untouched {
+            record.save(lake)?;
+        }
+        Ok(untouched)
+    }
+
     /// Records `dates` as the lake holds them now (after a writer has written all their files)
     /// and returns what that changed in the record: what was accepted in place of what was
     /// published.

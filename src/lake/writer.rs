@@ -76,15 +76,17 @@ pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &Recor
     })?;
 
     let final_path = lake.partition_file(table, date);
-    // A day's rollup goes before its samples are replaced and comes back after: a crash in
-    // between leaves the day without one (priced from the samples), never a stale one.
-    let rolled_up = super::rollup::SOURCES.contains(&table);
-    if rolled_up {
-        super::rollup::remove(lake, table, date)?;
-    }
-    lake.publish(&final_path, |out| write_parquet(table, date, &sorted, out))
-        .map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
-    if rolled_up {
+    // A day's rollups are replaced once its new file is in place: a write that fails (a full
+    // disk) leaves the day's file and its rollups as they were. A crash between the two leaves
+    // rollups of the old file beside the new one, in a day the published record marks as being
+    // written (`published::Published::begin`), which no session reads until it is written
+    // again; `collect --accept` drops the rollups of the days it accepts.
+    lake.publish(&final_path, |out| {
+        write_parquet(table, date, &sorted, out)?;
+        crate::failpoint::write("write")
+    })
+    .map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
+    if super::rollup::SOURCES.contains(&table) {
         super::rollup::write(lake, table, date, &sorted, &final_path)?;
     }
     crate::failpoint::pass("publish");
