@@ -24,6 +24,8 @@ const TEAM: &str = "foundation-models";
 const TEAM_NS: &str = "team-llm";
 const USER: &str = "finance";
 const PASSWORD: &str = "correct horse battery";
+/// A user who reads only the rows of `TEAM`'s namespaces.
+const SCOPED: &str = "research";
 
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -45,7 +47,11 @@ fn fixture() -> &'static Fixture {
         let row = rows.iter().find(|r| r[col("namespace")] == TEAM_NS).expect("the team's row");
         let cloud_cents = (row[col("cloud_cost")].parse::<f64>().unwrap() * 100.0).round() as i64;
         assert!(cloud_cents > 0);
-        std::fs::write(dir.join("users.txt"), format!("# who may read the lake\n{USER}:{PASSWORD}\ngrafana:another one\n")).unwrap();
+        std::fs::write(
+            dir.join("users.txt"),
+            format!("# who may read the lake\n{USER}:{PASSWORD}\ngrafana:another one\n{SCOPED}:{PASSWORD}\nscope {SCOPED} team={TEAM}\n"),
+        )
+        .unwrap();
         Fixture { _tmp: tmp, dir, cloud_cents }
     })
 }
@@ -120,10 +126,14 @@ fn works(cmd: &mut Command) -> bool {
 }
 
 fn psql(port: u16, password: &str, args: &[&str]) -> std::process::Output {
+    psql_as(USER, port, password, args)
+}
+
+fn psql_as(user: &str, port: u16, password: &str, args: &[&str]) -> std::process::Output {
     Command::new("psql")
         .env("PGPASSWORD", password)
         .env("PGCONNECT_TIMEOUT", "20")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", USER, "-d", "finance", "-X", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose"])
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", user, "-d", "finance", "-X", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose"])
         .args(args)
         .output()
         .expect("run psql")
@@ -228,10 +238,7 @@ fn node_postgres() {
 
 #[test]
 fn the_postgresql_jdbc_driver() {
-    let jar = std::env::var("GPULEDGER_JDBC_JAR").unwrap_or_else(|_| "/usr/share/java/postgresql.jar".into());
-    if !client("the PostgreSQL JDBC driver", Path::new(&jar).is_file() && works(Command::new("java").arg("-version")), "apt-get install libpostgresql-jdbc-java default-jre-headless") {
-        return;
-    }
+    let Some(jar) = jdbc_jar() else { return };
     let f = fixture();
     let s = server();
     let source = common::repo_root().join("tests/pg_clients/JdbcClient.java");
@@ -242,6 +249,12 @@ fn the_postgresql_jdbc_driver() {
     assert_eq!(cents(v["cloud_cost"].as_str().unwrap()), f.cloud_cents, "JDBC: the team's cloud cost vs the chargeback: {v}");
     assert_eq!(v["write"], "25006", "{v}");
     assert_eq!(v["bad_password"], "28P01", "{v}");
+}
+
+/// The PostgreSQL JDBC driver's jar, where it and a Java are installed.
+fn jdbc_jar() -> Option<String> {
+    let jar = std::env::var("GPULEDGER_JDBC_JAR").unwrap_or_else(|_| "/usr/share/java/postgresql.jar".into());
+    client("the PostgreSQL JDBC driver", Path::new(&jar).is_file() && works(Command::new("java").arg("-version")), "apt-get install libpostgresql-jdbc-java default-jre-headless").then_some(jar)
 }
 
 fn client_args(port: u16) -> Vec<String> {
@@ -477,6 +490,59 @@ fn psql_running(port: u16, sql: &str) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// A user scoped to a team (`scope research team=foundation-models` in the users file) reads
+/// only its namespace's rows, in every table and view, by any name: its chargeback through psql
+/// and through JDBC's prepared statements (the extended protocol, planned at parse time) is
+/// the chargeback report's row of that namespace, to the cent; `current_user` is the login.
+#[test]
+fn a_scoped_user_reads_only_its_teams_rows() {
+    if !client("psql", works(Command::new("psql").arg("--version")), "apt-get install postgresql-client") {
+        return;
+    }
+    let f = fixture();
+    let s = server();
+    let one = |user: &str, sql: &str| -> String {
+        let out = psql_as(user, s.port, PASSWORD, &["-At", "-F", ",", "-c", sql]);
+        assert!(out.status.success(), "{user}: {sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let by_ns = format!("SELECT namespace, CAST(SUM(cloud_cost) AS DECIMAL(20, 2)) FROM usage WHERE month = '{MONTH}' GROUP BY namespace ORDER BY namespace");
+    let scoped = one(SCOPED, &by_ns);
+    let rows: Vec<&str> = scoped.lines().collect();
+    assert_eq!(rows.len(), 1, "the scoped user's namespaces: {scoped}");
+    let (ns, cost) = rows[0].split_once(',').unwrap();
+    assert_eq!((ns, cents(cost)), (TEAM_NS, f.cloud_cents), "the scoped chargeback vs the chargeback report's row");
+    assert!(one(USER, &by_ns).lines().count() > 2, "an unscoped user reads every namespace");
+    for (sql, want) in [
+        ("SELECT count(*) FROM gpu_samples WHERE namespace IS NULL OR CAST(namespace AS VARCHAR) <> 'team-llm'", "0"),
+        ("SELECT count(*) FROM pods WHERE CAST(namespace AS VARCHAR) <> 'team-llm'", "0"),
+        ("SELECT count(*) FROM pending_samples WHERE CAST(namespace AS VARCHAR) <> 'team-llm'", "0"),
+        ("SELECT count(*) FROM teams", "1"),
+        ("SELECT current_user", SCOPED),
+    ] {
+        assert_eq!(one(SCOPED, sql), want, "{sql}");
+    }
+    assert!(one(SCOPED, "SELECT count(*) FROM gpu_samples").parse::<i64>().unwrap() > 0, "its own rows are there");
+    assert_eq!(one(USER, "SELECT current_user"), USER);
+    // The table under the scope has no name in the session.
+    let out = psql_as(SCOPED, s.port, PASSWORD, &["-c", "SELECT count(*) FROM gpu_samples_before_scope"]);
+    assert!(!out.status.success(), "the unscoped table is reachable: {}", String::from_utf8_lossy(&out.stdout));
+
+    // The extended protocol: JDBC prepares the statements (planned when parsed).
+    let Some(jar) = jdbc_jar() else { return };
+    let others = f.dir.join("others.sql");
+    std::fs::write(&others, "SELECT CAST(COALESCE(SUM(cloud_cost), 0) AS DECIMAL(20, 2)) AS cloud_cost FROM usage WHERE month = $month AND namespace <> $team").unwrap();
+    let jdbc = |user: &str, sql: &Path, team: &str| -> Value {
+        let args = ["127.0.0.1".to_string(), s.port.to_string(), user.into(), PASSWORD.into(), sql.display().to_string(), MONTH.into(), team.into()];
+        let out = Command::new("java").args(["-cp", &jar]).arg(common::repo_root().join("tests/pg_clients/JdbcClient.java")).args(args).output().unwrap();
+        assert!(out.status.success(), "JDBC as {user}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(cents(jdbc(SCOPED, &cookbook_sql(), TEAM)["cloud_cost"].as_str().unwrap()), f.cloud_cents, "JDBC: the scoped team's cost");
+    assert_eq!(cents(jdbc(SCOPED, &others, TEAM_NS)["cloud_cost"].as_str().unwrap()), 0, "JDBC: the scoped user sees no other namespace's cost");
+    assert!(cents(jdbc(USER, &others, TEAM_NS)["cloud_cost"].as_str().unwrap()) > 0, "JDBC: an unscoped user does");
 }
 
 /// CPU seconds a process has used (utime + stime of /proc/PID/stat, at 100 ticks a second).

@@ -40,6 +40,8 @@ pub enum EngineError {
     WriteTable { table: String, path: String, source: std::io::Error },
     #[error("engine setup: limiting {table} to cluster {cluster}: {source}")]
     LimitCluster { table: &'static str, cluster: String, source: DataFusionError },
+    #[error("engine setup: limiting {table} to a user's namespaces: {source}")]
+    LimitNamespaces { table: String, source: DataFusionError },
     #[error("engine setup: {0}")]
     Prices(#[from] crate::pricing::PricingError),
     #[error("engine setup: {0}")]

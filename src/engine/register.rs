@@ -46,6 +46,25 @@ pub(super) async fn limit_to_cluster(ctx: &SessionContext, table: Table, cluster
     Ok(())
 }
 
+/// Replaces the table `name` with a view of its rows of `namespaces` (none: no rows), and
+/// leaves the session no name for the table itself (the view's plan holds it): a session scoped
+/// to a user's namespaces cannot read the other rows by another name.
+pub(super) async fn limit_to_namespaces(ctx: &SessionContext, name: &str, namespaces: &[String]) -> Result<()> {
+    let err = |source| EngineError::LimitNamespaces { table: name.to_string(), source };
+    let provider = ctx.deregister_table(name).map_err(err)?.ok_or_else(|| EngineError::NotRegistered(name.to_string()))?;
+    let whole = format!("{name}_before_scope");
+    ctx.register_table(whole.as_str(), provider).map_err(err)?;
+    let rows = if namespaces.is_empty() {
+        "FALSE".to_string()
+    } else {
+        let quoted: Vec<String> = namespaces.iter().map(|n| format!("'{}'", n.replace('\'', "''"))).collect();
+        format!("CAST(namespace AS VARCHAR) IN ({})", quoted.join(", "))
+    };
+    ctx.sql(&format!("CREATE VIEW {name} AS SELECT * FROM {whole} WHERE {rows}")).await.map_err(err)?;
+    ctx.deregister_table(whole.as_str()).map_err(err)?;
+    Ok(())
+}
+
 /// Registers `<lake>/<table>/` as a listing table with the explicit schema and a `date`
 /// partition column; an absent folder (a first run) becomes an empty table.
 pub(super) async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table: Table) -> Result<()> {

@@ -8,7 +8,7 @@ use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use super::register::{limit_to_cluster, register_config_tables, register_lake_table, register_views};
+use super::register::{limit_to_cluster, limit_to_namespaces, register_config_tables, register_lake_table, register_views};
 use super::{EngineError, Result};
 use crate::config::Config;
 use crate::distributed::{Engine, Scratch};
@@ -25,6 +25,8 @@ pub struct SessionBuilder {
     engine: Engine,
     query_timeout: Option<Duration>,
     cluster: Option<String>,
+    /// Only these namespaces' rows (a `serve` user's scope).
+    namespaces: Option<Vec<String>>,
 }
 
 /// The one cluster a session's lake tables show (`--cluster`), carried in its config.
@@ -55,6 +57,7 @@ impl Default for SessionBuilder {
             engine: Engine::Local,
             query_timeout: Some(Duration::from_secs(3600)),
             cluster: None,
+            namespaces: None,
         }
     }
 }
@@ -96,6 +99,15 @@ impl SessionBuilder {
         self
     }
 
+    /// Only these namespaces' rows (a `serve` user's scope): every table with a `namespace`
+    /// column (the lake's and `teams_config`, so the `teams` view too) becomes a view of their
+    /// rows, under its own name and no other; the views over them follow. Tables without one
+    /// (nodes, gaps, capacity, prices) stay whole.
+    pub fn namespaces(mut self, namespaces: Option<Vec<String>>) -> Self {
+        self.namespaces = namespaces;
+        self
+    }
+
     pub fn target_partitions(mut self, n: usize) -> Self {
         self.target_partitions = n.max(1);
         self
@@ -109,11 +121,17 @@ impl SessionBuilder {
         let ctx = crate::distributed::connect(ctx, &self.engine).await?;
         for table in Table::ALL {
             register_lake_table(&ctx, lake, table).await?;
+            if let Some(namespaces) = self.namespaces.as_deref().filter(|_| table.schema().column_with_name("namespace").is_some()) {
+                limit_to_namespaces(&ctx, table.name(), namespaces).await?;
+            }
             if let Some(cluster) = &self.cluster {
                 limit_to_cluster(&ctx, table, cluster).await?;
             }
         }
         register_config_tables(&ctx, lake, config)?;
+        if let Some(namespaces) = &self.namespaces {
+            limit_to_namespaces(&ctx, "teams_config", namespaces).await?;
+        }
         register_views(&ctx).await?;
         Ok(ctx)
     }

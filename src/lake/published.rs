@@ -163,6 +163,10 @@ impl Published {
         day.writing = false;
         let untouched = record.check_days(lake, &std::collections::BTreeSet::from([date]))?.is_empty();
         if untouched {
+            // A day no writer had published before leaves no entry.
+            if record.days.get(&date).is_some_and(|d| d.files.is_empty()) {
+                record.days.remove(&date);
+            }
             record.save(lake)?;
         }
         Ok(untouched)

@@ -27,7 +27,7 @@ use tokio::sync::{oneshot, watch};
 use super::guard;
 use super::lake_view::{LakeViews, ViewError};
 use super::throttle::FailedLogins;
-use super::users::UsersFile;
+use super::users::{Login, UsersFile};
 use crate::limits::{ResultLimits, ResultMeter};
 
 /// A statement as datafusion-postgres parses it (its SQL, and the parsed statement and plan).
@@ -76,6 +76,7 @@ impl PgWireServerHandlers for Handlers {
             SASLAuthStartupHandler::new(Arc::new(parameters)).with_scram(scram).with_connection_manager(self.connections.clone())
         };
         Arc::new(Startup {
+            users: self.users.clone(),
             // SCRAM-SHA-256-PLUS binds to the TLS channel: offered over TLS only (libpq
             // refuses a server that offers it over plain text).
             plain: login(None),
@@ -100,6 +101,7 @@ impl PgWireServerHandlers for Handlers {
 /// The login (SCRAM, slowed for an address that failed), or the refusal of a connection over
 /// the limit or in plain text where TLS is required.
 struct Startup {
+    users: UsersFile,
     plain: SASLAuthStartupHandler<DefaultServerParameterProvider>,
     secure: SASLAuthStartupHandler<DefaultServerParameterProvider>,
     over_limit: bool,
@@ -136,11 +138,19 @@ impl StartupHandler for Startup {
         let done = login.on_startup(client, message).await;
         if let Err(PgWireError::InvalidPassword(_)) = &done {
             let n = self.failed_logins.failed(addr);
-            if n >= 3 {
+            if n >= super::throttle::FREE {
                 tracing::warn!("{n} failed logins from {addr} in the last minute: its logins are slowed");
             }
         }
         if done.is_ok() && matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            // Who logged in and what they may read, from the users file as it is now.
+            let user = client.metadata().get(pgwire::api::METADATA_USER).cloned().unwrap_or_default();
+            let users = self.users.read().map_err(|e| {
+                tracing::error!("login refused: {e}");
+                user_error("FATAL", "28000", "the server's users file cannot be read".into())
+            })?;
+            let scope = users.scopes.get(&user).cloned();
+            client.session_extensions().insert(Login { user, scope });
             if let Some(tell) = self.logged_in.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 let _ = tell.send(());
             }
@@ -191,6 +201,11 @@ fn shown_error(error: &PgWireError, user: &str) -> String {
     }
 }
 
+/// The connection's login (set when it logged in).
+fn login_of<C: ClientInfo>(client: &C) -> PgWireResult<Arc<Login>> {
+    client.session_extensions().get::<Login>().ok_or_else(|| user_error("FATAL", "28000", "not logged in".into()))
+}
+
 fn user_error(severity: &str, code: &str, message: String) -> PgWireError {
     PgWireError::UserError(Box::new(ErrorInfo::new(severity.into(), code.into(), message)))
 }
@@ -232,9 +247,11 @@ impl Queries {
         limit.map(|l| tokio::time::Instant::now() + l)
     }
 
-    async fn service(&self) -> PgWireResult<DfSessionService> {
+    /// The statement's session, on the current lake view, as the client's login sees it.
+    async fn service<C: ClientInfo>(&self, client: &C) -> PgWireResult<DfSessionService> {
+        let login = login_of(client)?;
         let view = self.views.current().await.map_err(view_error)?;
-        self.views.service(&view).map_err(view_error)
+        Ok(self.views.session(&view, &login).await.map_err(view_error)?.0)
     }
 }
 
@@ -249,7 +266,7 @@ impl SimpleQueryHandler for Queries {
     {
         guard::check(query).map_err(refused)?;
         let deadline = self.deadline(client);
-        let service = self.service().await?;
+        let service = self.service(client).await?;
         let responses = within(deadline, SimpleQueryHandler::do_query(&service, client, query)).await;
         settle_statement_timeout(client, self.max_statement_time);
         let responses = responses?;
@@ -276,7 +293,7 @@ impl ExtendedQueryHandler for Queries {
     {
         // The statement passed the gate when it was parsed.
         let deadline = self.deadline(client);
-        let service = self.service().await?;
+        let service = self.service(client).await?;
         let response = within(deadline, ExtendedQueryHandler::do_query(&service, client, portal, max_rows)).await;
         settle_statement_timeout(client, self.max_statement_time);
         let response = response?;
@@ -415,8 +432,10 @@ impl QueryParser for GuardedParser {
         C: ClientInfo + Unpin + Send + Sync,
     {
         guard::check(sql).map_err(refused)?;
+        let login = login_of(client)?;
         let view = self.views.current().await.map_err(view_error)?;
-        view.parser.parse_sql(client, sql, types).await
+        let (_, parser) = self.views.session(&view, &login).await.map_err(view_error)?;
+        parser.parse_sql(client, sql, types).await
     }
 
     fn get_parameter_types(&self, stmt: &Statement) -> PgWireResult<Vec<Type>> {

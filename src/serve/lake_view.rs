@@ -22,6 +22,8 @@ use crate::config::Config;
 use crate::engine::{EngineError, SessionBuilder};
 use crate::lake::{Lake, Table};
 
+use super::users::{Login, Scope};
+
 /// The folder under the lake's root that holds `serve`'s snapshots.
 pub const SNAPSHOTS_DIR: &str = ".snapshots";
 
@@ -33,6 +35,8 @@ pub enum ViewError {
     Engine(#[from] EngineError),
     #[error("setting up pg_catalog: {0}")]
     Catalog(String),
+    #[error("resolving a user's scope to namespaces: {0}")]
+    Scope(String),
 }
 
 /// Every published file of the lake with its size, time and inode: two equal fingerprints
@@ -73,8 +77,12 @@ impl Drop for Snapshot {
 pub struct View {
     fingerprint: Fingerprint,
     ctx: SessionContext,
+    /// The lake the view's sessions read (its snapshot, or the lake in place).
+    lake: Lake,
     snapshot: Arc<Snapshot>,
     pub parser: Arc<datafusion_postgres::Parser>,
+    /// The sessions of scoped users, per scope, built on first use.
+    scoped: Mutex<std::collections::HashMap<Scope, SessionContext>>,
 }
 
 /// The lake as `serve` shows it: the current [`View`], renewed when the lake changes.
@@ -129,9 +137,33 @@ impl LakeViews {
 
     /// A query service over `view` with a memory pool of its own (the engine's limit per
     /// statement) that keeps the view's snapshot while anything of it runs.
-    pub fn service(&self, view: &View) -> Result<DfSessionService, ViewError> {
-        let ctx = self.builder.fresh_runtime(&view.ctx, view.snapshot.clone())?;
-        Ok(DfSessionService::new_with_hooks(Arc::new(ctx), super::savepoints::hooks()))
+    /// A statement's session for `login` on `view`, and its parser: the view's tables (a scoped
+    /// user's: only its namespaces' rows), a memory pool of its own, `current_user` the login.
+    pub async fn session(&self, view: &View, login: &Login) -> Result<(DfSessionService, Arc<datafusion_postgres::Parser>), ViewError> {
+        let base = match &login.scope {
+            None => view.ctx.clone(),
+            Some(scope) => self.scoped(view, scope).await?,
+        };
+        let ctx = self.builder.fresh_runtime(&base, view.snapshot.clone())?;
+        ctx.register_udf(session_user_function(&login.user));
+        let service = DfSessionService::new_with_hooks(Arc::new(ctx), super::savepoints::hooks());
+        let parser = <DfSessionService as datafusion_postgres::pgwire::api::query::ExtendedQueryHandler>::query_parser(&service);
+        Ok((service, parser))
+    }
+
+    /// The session of `scope` on `view`: the view's lake with every table that has a
+    /// `namespace` column limited to the scope's namespaces (those named, and those the `teams`
+    /// table maps to its teams and cost centres).
+    async fn scoped(&self, view: &View, scope: &Scope) -> Result<SessionContext, ViewError> {
+        if let Some(ctx) = view.scoped.lock().unwrap().get(scope) {
+            return Ok(ctx.clone());
+        }
+        let namespaces = scope_namespaces(&view.ctx, scope).await?;
+        tracing::info!("a scope of {} namespace(s): {}", namespaces.len(), namespaces.join(", "));
+        let ctx = self.builder.clone().namespaces(Some(namespaces)).build(&view.lake, &self.config).await?;
+        for_clients(&ctx)?;
+        view.scoped.lock().unwrap().insert(scope.clone(), ctx.clone());
+        Ok(ctx)
     }
 
     async fn build(&self, fingerprint: Fingerprint) -> Result<View, ViewError> {
@@ -144,13 +176,11 @@ impl LakeViews {
             None => self.lake.clone(),
         };
         let ctx = self.builder.build(&lake, &self.config).await?;
-        setup_pg_catalog(&ctx, "datafusion", Arc::new(AuthManager::new())).map_err(|e| ViewError::Catalog(e.to_string()))?;
-        ctx.register_udf(version_function());
-        ctx.register_udf(to_regtype_function());
+        for_clients(&ctx)?;
         let service = DfSessionService::new_with_hooks(Arc::new(ctx.clone()), super::savepoints::hooks());
         let parser = <DfSessionService as datafusion_postgres::pgwire::api::query::ExtendedQueryHandler>::query_parser(&service);
         tracing::info!("serving the lake with {} files{} ({} ms)", fingerprint.0.len(), if snapshot.dir.is_some() { " (a snapshot)" } else { "" }, started.elapsed().as_millis());
-        Ok(View { fingerprint, ctx, snapshot: Arc::new(snapshot), parser })
+        Ok(View { fingerprint, ctx, lake, snapshot: Arc::new(snapshot), parser, scoped: Mutex::default() })
     }
 
     /// Hard links to the fingerprint's files; none (the lake read in place) where that fails.
@@ -177,6 +207,46 @@ impl LakeViews {
 
 /// `version()` as Postgres words it: SQLAlchemy and other drivers parse "PostgreSQL X.Y" out of
 /// it (pg_catalog's own says "Apache DataFusion ..."), and the rest names what answers.
+/// What BI tools expect of a Postgres beside the tables: `pg_catalog`, `version()`, `to_regtype`.
+fn for_clients(ctx: &SessionContext) -> Result<(), ViewError> {
+    setup_pg_catalog(ctx, "datafusion", Arc::new(AuthManager::new())).map_err(|e| ViewError::Catalog(e.to_string()))?;
+    ctx.register_udf(version_function());
+    ctx.register_udf(to_regtype_function());
+    Ok(())
+}
+
+/// The namespaces `scope` names, and those of its teams and cost centres in the `teams` table.
+async fn scope_namespaces(ctx: &SessionContext, scope: &Scope) -> Result<Vec<String>, ViewError> {
+    let list = |values: &std::collections::BTreeSet<String>| {
+        let quoted: Vec<String> = values.iter().map(|v| format!("'{}'", v.replace('\'', "''"))).collect();
+        if quoted.is_empty() { "NULL".to_string() } else { quoted.join(", ") }
+    };
+    let sql = format!("SELECT DISTINCT CAST(namespace AS VARCHAR) AS namespace FROM teams WHERE team IN ({}) OR cost_centre IN ({})", list(&scope.teams), list(&scope.cost_centres));
+    let err = |e: datafusion::error::DataFusionError| ViewError::Scope(e.to_string());
+    let batches = ctx.sql(&sql).await.map_err(err)?.collect().await.map_err(err)?;
+    let mut namespaces: std::collections::BTreeSet<String> = scope.namespaces.clone();
+    for b in &batches {
+        let column = datafusion::arrow::compute::cast(b.column(0), &datafusion::arrow::datatypes::DataType::Utf8).map_err(|e| ViewError::Scope(e.to_string()))?;
+        let strings = column.as_any().downcast_ref::<datafusion::arrow::array::StringArray>().ok_or_else(|| ViewError::Scope("namespace is not text".into()))?;
+        namespaces.extend(strings.iter().flatten().map(str::to_string));
+    }
+    Ok(namespaces.into_iter().collect())
+}
+
+/// `current_user` (datafusion-postgres reads it as `session_user`): the login.
+fn session_user_function(user: &str) -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::logical_expr::{create_udf, ColumnarValue, Volatility};
+    let user = user.to_string();
+    create_udf(
+        "session_user",
+        vec![],
+        DataType::Utf8,
+        Volatility::Stable,
+        Arc::new(move |_| Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::Utf8(Some(user.clone()))))),
+    )
+}
+
 fn version_function() -> datafusion::logical_expr::ScalarUDF {
     use datafusion::arrow::datatypes::DataType;
     use datafusion::logical_expr::{create_udf, ColumnarValue, Volatility};

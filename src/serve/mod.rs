@@ -136,7 +136,7 @@ pub async fn serve(lake: Lake, config: Config, builder: SessionBuilder, options:
             (Some(_), false) => "TLS",
             (None, _) => "no TLS",
         },
-        users.read()?.len(),
+        users.read()?.passwords.len(),
         users.path().display()
     );
     let logins = Arc::new(throttle::FailedLogins::default());

@@ -12,7 +12,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 /// Failures from an address that cost nothing.
-const FREE: u32 = 3;
+pub const FREE: u32 = 3;
 /// Time between two logins from an address past [`FREE`] failures.
 const SPACING: Duration = Duration::from_millis(250);
 /// An address's failures are forgotten this long after its last one.

@@ -1,8 +1,13 @@
 //! The users of `serve`: one `user:password` line per user in a file (a mounted Secret), read at
 //! every login so that a rotated Secret takes effect without a restart. Logins are
 //! SCRAM-SHA-256: the password never crosses the wire, and it is never logged.
+//!
+//! A user may be given a scope: `scope USER team=a,b cost_centre=c namespace=x` lines (any of
+//! the keys, repeatable) limit what the user reads to the rows of those namespaces (a team's or
+//! a cost centre's namespaces as the `teams` table maps them). A user without a scope line reads
+//! everything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -21,6 +26,36 @@ pub enum UsersError {
     Duplicate { path: PathBuf, line: usize, user: String },
     #[error("{path}: no users (one user:password line per user)")]
     Empty { path: PathBuf },
+    #[error("{path}:{line}: expected scope USER KEY=VALUE[,VALUE...] with KEY team, cost_centre or namespace; got {got:?}")]
+    BadScope { path: PathBuf, line: usize, got: String },
+    #[error("{path}:{line}: a scope for {user:?}, who has no user:password line")]
+    ScopeOfNobody { path: PathBuf, line: usize, user: String },
+}
+
+/// The rows a user may read: those of these namespaces, and of the namespaces of these teams
+/// and cost centres.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Scope {
+    pub teams: BTreeSet<String>,
+    pub cost_centres: BTreeSet<String>,
+    pub namespaces: BTreeSet<String>,
+}
+
+/// Who a connection logged in as, and what it may read (kept with the connection from its
+/// login; a client cannot set it).
+#[derive(Debug, Clone)]
+pub struct Login {
+    pub user: String,
+    pub scope: Option<Scope>,
+}
+
+/// The users file, read.
+#[derive(Debug, Clone, Default)]
+pub struct Users {
+    /// user -> password.
+    pub passwords: BTreeMap<String, String>,
+    /// user -> scope; a user not here reads everything.
+    pub scopes: BTreeMap<String, Scope>,
 }
 
 /// The users file; checked when the server starts, read again at each login.
@@ -41,19 +76,50 @@ impl UsersFile {
         &self.path
     }
 
-    /// user -> password.
-    pub fn read(&self) -> Result<BTreeMap<String, String>, UsersError> {
+    /// The users, their passwords and scopes.
+    pub fn read(&self) -> Result<Users, UsersError> {
         let text = std::fs::read_to_string(&self.path).map_err(|source| UsersError::Read { path: self.path.clone(), source })?;
         parse(&text, &self.path)
     }
 }
 
-/// `user:password` lines (the password may hold colons; blank lines and `#` comments skipped).
-pub fn parse(text: &str, path: &Path) -> Result<BTreeMap<String, String>, UsersError> {
+/// `user:password` lines (the password may hold colons; blank lines and `#` comments skipped)
+/// and `scope USER KEY=VALUES...` lines.
+pub fn parse(text: &str, path: &Path) -> Result<Users, UsersError> {
     let mut users = BTreeMap::new();
+    let mut scopes: BTreeMap<String, Scope> = BTreeMap::new();
+    let mut scoped_at: BTreeMap<String, usize> = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim_end_matches('\r');
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = line.trim_start().strip_prefix("scope ") {
+            let bad = || UsersError::BadScope { path: path.to_path_buf(), line: i + 1, got: line.trim().to_string() };
+            let mut words = rest.split_whitespace();
+            let user = words.next().ok_or_else(bad)?;
+            let scope = scopes.entry(user.to_string()).or_default();
+            scoped_at.entry(user.to_string()).or_insert(i + 1);
+            let mut any = false;
+            for word in words {
+                let (key, values) = word.split_once('=').ok_or_else(bad)?;
+                let set = match key {
+                    "team" => &mut scope.teams,
+                    "cost_centre" => &mut scope.cost_centres,
+                    "namespace" => &mut scope.namespaces,
+                    _ => return Err(bad()),
+                };
+                for v in values.split(',') {
+                    if v.is_empty() {
+                        return Err(bad());
+                    }
+                    set.insert(v.to_string());
+                }
+                any = true;
+            }
+            if !any {
+                return Err(bad());
+            }
             continue;
         }
         let malformed = || UsersError::Malformed { path: path.to_path_buf(), line: i + 1 };
@@ -69,7 +135,10 @@ pub fn parse(text: &str, path: &Path) -> Result<BTreeMap<String, String>, UsersE
     if users.is_empty() {
         return Err(UsersError::Empty { path: path.to_path_buf() });
     }
-    Ok(users)
+    if let Some((user, line)) = scoped_at.into_iter().find(|(u, _)| !users.contains_key(u)) {
+        return Err(UsersError::ScopeOfNobody { path: path.to_path_buf(), line, user });
+    }
+    Ok(Users { passwords: users, scopes })
 }
 
 #[async_trait]
@@ -82,7 +151,7 @@ impl AuthSource for UsersFile {
             tracing::error!("login refused: {e}");
             PgWireError::UserError(Box::new(ErrorInfo::new("FATAL".into(), "28000".into(), "the server's users file cannot be read".into())))
         })?;
-        let password = login.user().and_then(|u| users.get(u)).cloned().unwrap_or_else(random_nonce);
+        let password = login.user().and_then(|u| users.passwords.get(u)).cloned().unwrap_or_else(random_nonce);
         let salt = random_nonce().into_bytes();
         let salted = gen_salted_password(&password, &salt, SCRAM_ITERATIONS);
         Ok(Password::new(Some(salt), salted))
@@ -96,7 +165,7 @@ mod tests {
     #[test]
     fn lines_comments_and_colons_in_passwords() {
         let p = Path::new("users.txt");
-        let users = parse("# finance\nalice:s3cret\n\nbob:a:b:c\r\n", p).unwrap();
+        let users = parse("# finance\nalice:s3cret\n\nbob:a:b:c\r\n", p).unwrap().passwords;
         assert_eq!(users.len(), 2);
         assert_eq!(users["alice"], "s3cret");
         assert_eq!(users["bob"], "a:b:c");
@@ -105,5 +174,18 @@ mod tests {
         assert!(matches!(parse("alice:\n", p), Err(UsersError::Malformed { line: 1, .. })));
         assert!(matches!(parse("alice:x\nalice:y\n", p), Err(UsersError::Duplicate { line: 2, .. })));
         assert!(matches!(parse("# nobody\n", p), Err(UsersError::Empty { .. })));
+    }
+
+    #[test]
+    fn scopes_by_team_cost_centre_and_namespace() {
+        let p = Path::new("users.txt");
+        let users = parse("alice:pw\nbob:pw\nscope alice team=research,infra namespace=team-x\nscope alice cost_centre=cc-1\n", p).unwrap();
+        let alice = &users.scopes["alice"];
+        assert_eq!(alice.teams, BTreeSet::from(["research".to_string(), "infra".to_string()]));
+        assert_eq!((alice.cost_centres.len(), alice.namespaces.len()), (1, 1));
+        assert!(!users.scopes.contains_key("bob"), "bob reads everything");
+        assert!(matches!(parse("alice:pw\nscope alice\n", p), Err(UsersError::BadScope { line: 2, .. })));
+        assert!(matches!(parse("alice:pw\nscope alice project=x\n", p), Err(UsersError::BadScope { line: 2, .. })));
+        assert!(matches!(parse("alice:pw\nscope carol team=x\n", p), Err(UsersError::ScopeOfNobody { line: 2, .. })));
     }
 }
