@@ -552,6 +552,16 @@ fn cpu_seconds(pid: u32) -> f64 {
     (fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()) as f64 / 100.0
 }
 
+/// Waits (at most 20 s, however loaded the machine) until the server has spent half a CPU-second
+/// more than `idle`: a statement is running.
+fn busy_with_a_statement(pid: u32, idle: f64) {
+    let t = Instant::now();
+    while cpu_seconds(pid) - idle < 0.5 {
+        assert!(t.elapsed() < Duration::from_secs(20), "the statement does not keep the server busy");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A process's peak resident memory (VmHWM), in MiB.
 fn peak_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -601,8 +611,7 @@ fn an_exposed_server_stays_bounded() {
     let heavy = "SELECT SUM(value) FROM generate_series(1, 50000000000)";
     let idle = cpu_seconds(pid);
     let running = psql_running(s.port, heavy);
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(cpu_seconds(pid) - idle > 0.5, "the statement keeps the server busy");
+    busy_with_a_statement(pid, idle);
     // SAFETY: kill(2) on the psql this test started.
     unsafe { libc::kill(running.id() as i32, libc::SIGINT) };
     let out = running.wait_with_output().unwrap();
@@ -613,6 +622,20 @@ fn an_exposed_server_stays_bounded() {
     std::thread::sleep(Duration::from_secs(2));
     let busy = cpu_seconds(pid) - before;
     assert!(busy < 0.5, "serve used {busy:.2} CPU-s in the 2 s after the cancel");
+
+    // A client killed mid-statement sends no cancel: its statement stops too, not at the
+    // 60 s limit.
+    let idle = cpu_seconds(pid);
+    let mut running = psql_running(s.port, heavy);
+    busy_with_a_statement(pid, idle);
+    running.kill().unwrap();
+    running.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let busy = cpu_seconds(pid) - before;
+    assert!(busy < 0.5, "serve used {busy:.2} CPU-s in the 2 s after its client was killed");
+    assert!(s.log().contains("a client went away during its statement"), "{}", s.log());
 
     // Five sockets that connect and say nothing hold every slot for the login time limit (2 s),
     // not pgwire's minute.

@@ -50,6 +50,8 @@ pub struct Handlers {
     pub failed_logins: Arc<FailedLogins>,
     /// Told once the connection has logged in (the login time limit ends).
     pub logged_in: Mutex<Option<oneshot::Sender<()>>>,
+    /// The connection's client gone, where it can be watched.
+    pub hangup: Option<Hangup>,
 }
 
 impl PgWireServerHandlers for Handlers {
@@ -86,6 +88,7 @@ impl PgWireServerHandlers for Handlers {
             failed_logins: self.failed_logins.clone(),
             logged_in: Mutex::new(self.logged_in.lock().unwrap_or_else(|e| e.into_inner()).take()),
             max_statement_time: self.queries.max_statement_time,
+            hangup: self.hangup.clone(),
         })
     }
 
@@ -109,6 +112,7 @@ struct Startup {
     failed_logins: Arc<FailedLogins>,
     logged_in: Mutex<Option<oneshot::Sender<()>>>,
     max_statement_time: Option<Duration>,
+    hangup: Option<Hangup>,
 }
 
 #[async_trait]
@@ -151,6 +155,9 @@ impl StartupHandler for Startup {
             })?;
             let scope = users.scopes.get(&user).cloned();
             client.session_extensions().insert(Login { user, scope });
+            if let Some(h) = &self.hangup {
+                client.session_extensions().insert(h.clone());
+            }
             if let Some(tell) = self.logged_in.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 let _ = tell.send(());
             }
@@ -310,24 +317,46 @@ fn canceled() -> PgWireError {
     user_error("ERROR", "57014", "canceling statement due to user request".into())
 }
 
-/// A client's CancelRequest while the statement's rows are sent. pgwire listens for one while
-/// a statement is planned (`do_query`), not while its rows are pulled, which is where the work
-/// is: this asks for the connection's next cancel and passes it on to the rows. It must be the
-/// last thing `do_query` awaits: it replaces the cancel pgwire holds, which then resolves, and
-/// pgwire reads that as a cancel unless `do_query` is done in the same poll (it polls the
-/// query first).
+/// A client's CancelRequest, or the client gone, while the statement's rows are sent. pgwire
+/// listens for a cancel while a statement is planned (`do_query`), not while its rows are
+/// pulled, which is where the work is, and notices a client gone only when it next writes to
+/// it: this asks for the connection's next cancel and passes it, with the connection's hang-up
+/// (`Hangup`), on to the rows. It must be the last thing `do_query` awaits: it replaces the
+/// cancel pgwire holds, which then resolves, and pgwire reads that as a cancel unless
+/// `do_query` is done in the same poll (it polls the query first).
 async fn rows_cancel<C: ClientInfo>(client: &C) -> Option<watch::Receiver<bool>> {
+    let mut hangup = client.session_extensions().get::<Hangup>().map(|h| h.0.clone());
     let handle = client.session_extensions().get::<Arc<ConnectionHandle>>()?;
     let cancel = handle.start_query().await;
     let (tell, told) = watch::channel(false);
     tokio::spawn(async move {
-        // Err: the connection went, or its next statement asked for its own cancel.
-        if cancel.await.is_ok() {
-            let _ = tell.send(true);
+        let hung_up = async {
+            let gone = match hangup.as_mut() {
+                Some(h) => h.wait_for(|gone| *gone).await.is_ok(),
+                None => false,
+            };
+            if !gone {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            // Err: the connection went, or its next statement asked for its own cancel.
+            canceled = cancel => if canceled.is_ok() {
+                let _ = tell.send(true);
+            },
+            () = hung_up => {
+                tracing::info!("a client went away during its statement: the statement stops");
+                let _ = tell.send(true);
+            }
+            () = tell.closed() => {}
         }
     });
     Some(told)
 }
+
+/// Says when the connection's client has closed it (see `serve::hangup`).
+#[derive(Debug, Clone)]
+pub struct Hangup(pub watch::Receiver<bool>);
 
 /// Resolves when `cancel` says so; never where there is none.
 async fn canceled_by(cancel: &mut Option<watch::Receiver<bool>>) {

@@ -158,6 +158,13 @@ pub async fn serve(lake: Lake, config: Config, builder: SessionBuilder, options:
             tracing::warn!("refusing {peer}: {} connections already (serve.max_connections)", options.max_connections);
         }
         let (logged_in, login) = tokio::sync::oneshot::channel();
+        let hangup = match hangup(&socket) {
+            Ok(h) => Some(handlers::Hangup(h)),
+            Err(e) => {
+                tracing::debug!("not watching {peer} for a hang-up: {e}");
+                None
+            }
+        };
         let handlers = Arc::new(Handlers {
             users: users.clone(),
             queries: queries.clone(),
@@ -167,6 +174,7 @@ pub async fn serve(lake: Lake, config: Config, builder: SessionBuilder, options:
             tls_required: options.tls_required,
             failed_logins: logins.clone(),
             logged_in: std::sync::Mutex::new(Some(logged_in)),
+            hangup,
         });
         let acceptor = acceptor.clone();
         let login_timeout = options.login_timeout;
@@ -197,6 +205,40 @@ pub async fn serve(lake: Lake, config: Config, builder: SessionBuilder, options:
         tracing::warn!("stopping with {} connection(s) still open", options.max_connections - slots.available_permits());
     }
     Ok(())
+}
+
+/// Tells when the client of `socket` closes the connection (its FIN: a read would give 0 bytes),
+/// watched on a second descriptor of the socket by peeking, so nothing pgwire reads is taken.
+/// A client killed mid-statement sends no cancel; without this its statement would run on
+/// until it sent a row or reached the time limit. Ends with the connection's handlers.
+fn hangup(socket: &tokio::net::TcpStream) -> std::io::Result<tokio::sync::watch::Receiver<bool>> {
+    use std::os::fd::AsFd;
+    let second = std::net::TcpStream::from(socket.as_fd().try_clone_to_owned()?);
+    second.set_nonblocking(true)?;
+    let second = tokio::net::TcpStream::from_std(second)?;
+    let (tell, told) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let mut byte = [0u8; 1];
+        loop {
+            tokio::select! {
+                peeked = second.peek(&mut byte) => match peeked {
+                    // End of stream: the client closed (or was killed).
+                    Ok(0) => {
+                        let _ = tell.send(true);
+                        return;
+                    }
+                    // Bytes pgwire has not read yet: look again in a while.
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    Err(_) => {
+                        let _ = tell.send(true);
+                        return;
+                    }
+                },
+                () = tell.closed() => return,
+            }
+        }
+    });
+    Ok(told)
 }
 
 fn tls_error(path: &Path, e: impl std::fmt::Display) -> ServeError {
