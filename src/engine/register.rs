@@ -33,36 +33,52 @@ pub(super) fn register_config_tables(ctx: &SessionContext, lake: &Lake, config: 
 /// Replaces `table` with a view of its rows of `cluster`; the whole table stays as
 /// `<table>_all_clusters`.
 pub(super) async fn limit_to_cluster(ctx: &SessionContext, table: Table, cluster: &str) -> Result<()> {
-    let (name, all) = (table.name(), format!("{}_all_clusters", table.name()));
-    let reg_err = |source| EngineError::Register { table: name.into(), source };
-    let provider = ctx.deregister_table(name).map_err(reg_err)?.ok_or_else(|| EngineError::NotRegistered(name.to_string()))?;
-    ctx.register_table(all.as_str(), provider).map_err(reg_err)?;
-    let quoted = cluster.replace('\'', "''");
-    let sql = format!(
-        "CREATE VIEW {name} AS SELECT * FROM {all} WHERE COALESCE(CAST(cluster AS VARCHAR), '{}') = '{quoted}'",
-        crate::domain::units::DEFAULT_CLUSTER
-    );
-    ctx.sql(&sql).await.map_err(|source| EngineError::LimitCluster { table: name, cluster: cluster.to_string(), source })?;
+    let name = table.name();
+    let rows = format!("COALESCE(CAST(cluster AS VARCHAR), '{}') = {}", crate::domain::units::DEFAULT_CLUSTER, quoted(cluster));
+    let all = format!("{name}_all_clusters");
+    filter_in_place(ctx, name, &all, &rows, true).await.map_err(|e| match e {
+        Filtered::Missing => EngineError::NotRegistered(name.to_string()),
+        Filtered::Sql(source) => EngineError::LimitCluster { table: name, cluster: cluster.to_string(), source },
+    })
+}
+
+/// Why a table could not be replaced by a view of some of its rows.
+enum Filtered {
+    Missing,
+    Sql(datafusion::error::DataFusionError),
+}
+
+/// Replaces the table `name` with a view of its rows where `rows` holds; the table itself is
+/// registered as `whole` while the view is defined, and stays so where `keep_whole` (else the
+/// session has no name for it: the view's plan holds it).
+async fn filter_in_place(ctx: &SessionContext, name: &str, whole: &str, rows: &str, keep_whole: bool) -> std::result::Result<(), Filtered> {
+    let provider = ctx.deregister_table(name).map_err(Filtered::Sql)?.ok_or(Filtered::Missing)?;
+    ctx.register_table(whole, provider).map_err(Filtered::Sql)?;
+    ctx.sql(&format!("CREATE VIEW {name} AS SELECT * FROM {whole} WHERE {rows}")).await.map_err(Filtered::Sql)?;
+    if !keep_whole {
+        ctx.deregister_table(whole).map_err(Filtered::Sql)?;
+    }
     Ok(())
+}
+
+/// `text` as a SQL string literal.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// Replaces the table `name` with a view of its rows of `namespaces` (none: no rows), and
 /// leaves the session no name for the table itself (the view's plan holds it): a session scoped
 /// to a user's namespaces cannot read the other rows by another name.
 pub(super) async fn limit_to_namespaces(ctx: &SessionContext, name: &str, namespaces: &[String]) -> Result<()> {
-    let err = |source| EngineError::LimitNamespaces { table: name.to_string(), source };
-    let provider = ctx.deregister_table(name).map_err(err)?.ok_or_else(|| EngineError::NotRegistered(name.to_string()))?;
-    let whole = format!("{name}_before_scope");
-    ctx.register_table(whole.as_str(), provider).map_err(err)?;
     let rows = if namespaces.is_empty() {
         "FALSE".to_string()
     } else {
-        let quoted: Vec<String> = namespaces.iter().map(|n| format!("'{}'", n.replace('\'', "''"))).collect();
-        format!("CAST(namespace AS VARCHAR) IN ({})", quoted.join(", "))
+        format!("CAST(namespace AS VARCHAR) IN ({})", namespaces.iter().map(|n| quoted(n)).collect::<Vec<_>>().join(", "))
     };
-    ctx.sql(&format!("CREATE VIEW {name} AS SELECT * FROM {whole} WHERE {rows}")).await.map_err(err)?;
-    ctx.deregister_table(whole.as_str()).map_err(err)?;
-    Ok(())
+    filter_in_place(ctx, name, &format!("{name}_before_scope"), &rows, false).await.map_err(|e| match e {
+        Filtered::Missing => EngineError::NotRegistered(name.to_string()),
+        Filtered::Sql(source) => EngineError::LimitNamespaces { table: name.to_string(), source },
+    })
 }
 
 /// Registers `<lake>/<table>/` as a listing table with the explicit schema and a `date`
