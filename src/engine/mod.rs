@@ -5,6 +5,7 @@
 
 use datafusion::error::DataFusionError;
 
+mod preempt;
 mod register;
 mod run;
 mod session;

@@ -199,7 +199,12 @@ impl SessionBuilder {
         }
         config = config.with_extension(Arc::new(self.result_limits));
         let runtime = self.runtime(lake)?;
-        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        let mut state = datafusion::execution::session_state::SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features();
+        if self.engine.is_local() {
+            // A stopped statement's joins stop within a slice of their work (`preempt`).
+            state = state.with_physical_optimizer_rule(Arc::new(super::preempt::PreemptibleJoins));
+        }
+        let ctx = SessionContext::new_with_state(state.build());
         // A value `repeat` builds is outside the memory pool: bound it to a quarter of it (the
         // in-process engine; a Ballista executor has its own functions).
         if self.engine.is_local() {
