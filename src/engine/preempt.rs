@@ -40,8 +40,10 @@ const SLICE: Duration = Duration::from_millis(20);
 const SLICE_WORK: Duration = Duration::from_millis(8);
 
 /// The first slice's rows (a slice grows to a whole batch in a few doublings where the
-/// consumer is quick).
+/// consumer is quick), and the most a slice grows to (a consumer that turns slow is back to
+/// small slices in a few halvings).
 const FIRST_SLICE_ROWS: usize = 8;
+const MAX_SLICE_ROWS: usize = 1 << 16;
 
 const NAME: &str = "PreemptibleExec";
 
@@ -161,7 +163,7 @@ impl Stream for PreemptibleStream {
             if took > SLICE_WORK {
                 self.slice_rows = (self.slice_rows / 2).max(1);
             } else if took < SLICE_WORK / 4 {
-                self.slice_rows = self.slice_rows.saturating_mul(2);
+                self.slice_rows = (self.slice_rows * 2).min(MAX_SLICE_ROWS);
             }
         }
         if self.since.elapsed() >= SLICE {
