@@ -109,7 +109,11 @@ fn chargeback_line(report: &report::Report, config: &Config, incomplete: bool) -
     let conserved = report
         .meta
         .get("conservation")
-        .map(|c| c.get("gpu_hours_conserved").and_then(|v| v.as_bool()) == Some(true) && c.get("energy_conserved").and_then(|v| v.as_bool()) == Some(true))
+        .map(|c| {
+            let yes = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_bool()) == Some(true);
+            // The counters' check is absent for a window without a whole day.
+            yes(c.get("gpu_hours_conserved")) && yes(c.get("energy_conserved")) && c.get("energy_counters").is_none_or(|k| yes(k.get("conserved")))
+        })
         .unwrap_or(false);
     format!(
         "{} namespaces, {} GPU-h, {} kWh, total_cost {} {} ({}), conservation {}",

@@ -13,6 +13,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("namespace_owners", include_str!("../queries/namespace_owners.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
     ("cluster_gpus", include_str!("../queries/cluster_gpus.sql")),
+    ("energy_counters", include_str!("../queries/energy_counters.sql")),
     ("completeness", include_str!("../queries/completeness.sql")),
     ("unmeasured", include_str!("../queries/unmeasured.sql")),
     ("mixed_nodes", include_str!("../queries/mixed_nodes.sql")),

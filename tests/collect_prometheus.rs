@@ -631,6 +631,19 @@ fn a_pool_that_changes_under_the_collector() {
     let want = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
     eprintln!("pool energy: {energy:.4} kWh vs ledger {want:.4}");
     assert!((energy - want).abs() <= want * 0.001, "pool energy {energy} kWh vs the ledger's {want}: the outage's counter delta is kept");
+    // Energy against the GPUs' own counters, read from the raw samples: the rows on the steps
+    // the counters cover are the counters' delta there, and with the rest (power x step) the
+    // ledger's energy; the note says so.
+    let k = &report["conservation"]["energy_counters"];
+    let (all, counted, delta) = (k["rows_energy_mj"].number().unwrap(), k["counted_rows_energy_mj"].number().unwrap(), k["counter_delta_mj"].number().unwrap());
+    eprintln!("counters: rows {all} mJ, on counted steps {counted} vs counters {delta} ({:+.4}%), uncounted {:.4}%", (counted - delta) * 100.0 / delta, (all - counted) * 100.0 / all);
+    assert_eq!((k["conserved"].as_bool(), k["days"].as_i64(), k["days_recorded"].as_i64()), (Some(true), Some(1), Some(1)), "{k}");
+    assert!((counted - delta).abs() <= delta * 0.001, "{k}");
+    assert!(all - counted <= all * 0.01, "the counters cover all but the window's edges and the board's swap: {k}");
+    let want_mj = ledger["cluster_energy_j"].number().unwrap() * 1000.0;
+    assert!((delta + (all - counted) - want_mj).abs() <= want_mj * 0.001, "counters {delta} + uncounted {} vs the ledger's {want_mj} mJ", all - counted);
+    let note = report["notes"].as_array().unwrap().iter().filter_map(|n| n.as_str()).find(|n| n.starts_with("energy against the counters")).unwrap_or_default();
+    assert!(note.starts_with(&format!("energy against the counters, {}: rows", &FROM[..10])) && note.contains(") OK;"), "{note}");
     let row = |ns: &str| rows.iter().find(|r| r["namespace"] == ns);
     let unmeasured = row("__unmeasured__").map_or((0.0, 0.0), |r| (r["gpu_hours"].number().unwrap(), r["energy_kwh"].number().unwrap()));
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {

@@ -16,6 +16,7 @@ use super::{labels, Job};
 use crate::config::{PrometheusConfig, SharingConfig};
 use crate::domain::dcgm_field::Field;
 use crate::domain::units::UNMEASURED;
+use crate::lake::gpu_energy::EnergyByGpu;
 use crate::lake::rows::{NodeRow, NodesBuilder};
 use crate::lake::Table;
 
@@ -342,7 +343,8 @@ pub(super) fn unmeasured_gpu_seconds(gpu: &RecordBatch, qualified: bool) -> BTre
     out
 }
 
-/// The day's inventory, derived from its GPU rows: first and last sample per unit.
+/// The day's inventory, derived from its GPU rows: first and last sample per unit, and each
+/// physical GPU's energy of the day against its counter (`lake::gpu_energy`).
 pub(super) fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
     let str_col = |name: &str| arrow::compute::cast(gpu.column_by_name(name).expect("column"), &DataType::Utf8).expect("cast to utf8");
     let (node, uuid, model, mig, cluster) = (str_col("node"), str_col("gpu_uuid"), str_col("gpu_model"), str_col("mig_profile"), str_col("cluster"));
@@ -371,8 +373,12 @@ pub(super) fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
         e.5 = e.5.min(t);
         e.6 = e.6.max(t);
     }
+    // Each physical GPU's energy of the day, on its first row (units sort with the GPU's own,
+    // `gpu_instance_id` null, first).
+    let mut energy = EnergyByGpu::of(gpu);
     let mut by_cluster: BTreeMap<&Option<String>, NodesBuilder> = BTreeMap::new();
     for ((c, n, u, g), (i, m, p, s, fb, first, last)) in &units {
+        let e = energy.take(c.as_deref(), n, u);
         let rows = by_cluster.entry(c).or_insert_with(NodesBuilder::new);
         rows.push(&NodeRow {
             node: n,
@@ -385,6 +391,9 @@ pub(super) fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
             mem_total_mib: *fb,
             first_seen: *first,
             last_seen: *last,
+            rows_energy_j: e.rows_j,
+            counter_energy_j: e.counter_energy_j,
+            counter_delta_j: e.counter_delta_j,
         });
     }
     let batches: Vec<RecordBatch> = by_cluster

@@ -638,6 +638,7 @@ mod counts_tests {
                 energy_j: ns.filter(|n| *n != UNMEASURED && !(uuid == "GPU-A" && k < 2)).map(|_| 2100.0),
                 temp_c: None,
                 xid: None,
+                counter_j: None,
             })
         };
         for k in 0..10 {

@@ -33,12 +33,12 @@ pub fn import_csv(lake: &Lake, table: Table, csv: &Path) -> Result<Vec<NaiveDate
     let schema = table.schema();
     // The columns added since the table's first version may be left out (they import as null).
     let named: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    let without_later: Vec<&str> = named.iter().copied().filter(|n| !super::schema::LATER_COLUMNS.contains(n)).collect();
-    if header != named && header != without_later {
+    let expected: Vec<&str> = named.iter().copied().filter(|n| header.contains(n) || !super::schema::LATER_COLUMNS.contains(n)).collect();
+    if header != expected {
         return Err(perr(1, format!("header must be the {} columns in order: {:?}", table.name(), schema.fields().iter().map(|f| f.name()).collect::<Vec<_>>())));
     }
     let day_col = table.delta_columns()[0];
-    let day_idx = schema.index_of(day_col).expect("delta column in schema");
+    let day_idx = header.iter().position(|h| *h == day_col).expect("the delta column is never a later one");
     let mut by_day: BTreeMap<NaiveDate, Vec<Vec<Option<String>>>> = BTreeMap::new();
     for (i, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let fields: Vec<Option<String>> = line.split(',').map(|f| (!f.is_empty()).then(|| f.to_string())).collect();
@@ -52,8 +52,9 @@ pub fn import_csv(lake: &Lake, table: Table, csv: &Path) -> Result<Vec<NaiveDate
     let mut days = Vec::new();
     for (day, rows) in by_day {
         let mut columns: Vec<ArrayRef> = Vec::new();
-        for (c, field) in schema.fields().iter().enumerate() {
-            let strings: StringArray = rows.iter().map(|r| r.get(c).cloned().flatten()).collect();
+        for field in schema.fields().iter() {
+            let at = header.iter().position(|h| h == field.name());
+            let strings: StringArray = rows.iter().map(|r| at.and_then(|a| r.get(a).cloned().flatten())).collect();
             let array = cast(&(Arc::new(strings) as ArrayRef), field.data_type()).map_err(|e| perr(0, format!("column {}: {e}", field.name())))?;
             columns.push(array);
         }

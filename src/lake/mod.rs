@@ -4,6 +4,7 @@
 
 pub mod buckets;
 pub mod day_sums;
+pub mod gpu_energy;
 pub mod import;
 pub mod intern;
 pub mod layout;

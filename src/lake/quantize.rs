@@ -30,6 +30,11 @@ pub const POWER_W_RESOLUTION: f64 = 0.1;
 /// Framebuffer sizes are kept to this many MiB.
 pub const MEM_MIB_RESOLUTION: f64 = 1.0;
 
+/// An energy (J) at the lake's resolution, as the writer stores it.
+pub fn energy_j(v: f64) -> f64 {
+    round_to(v, ENERGY_J_RESOLUTION)
+}
+
 fn round_to(v: f64, step: f64) -> f64 {
     if step == 1.0 {
         v.round()
@@ -60,6 +65,7 @@ pub fn quantize(table: Table, batch: &RecordBatch) -> Result<RecordBatch, ArrowE
     let mut columns = batch.columns().to_vec();
     for (name, step) in [
         ("energy_j", ENERGY_J_RESOLUTION),
+        ("counter_j", ENERGY_J_RESOLUTION),
         ("power_w", POWER_W_RESOLUTION),
         ("mem_used_mib", MEM_MIB_RESOLUTION),
         ("mem_total_mib", MEM_MIB_RESOLUTION),

@@ -205,6 +205,12 @@ lake_rows! {
         energy_j: Option<f64> => Float64Builder,
         temp_c: Option<f32> => Float32Builder,
         xid: Option<i32> => Int32Builder,
+        // The physical GPU's energy over the step by its energy counter alone (J): the raw
+        // readings' deltas, linear between consecutive readings, where readings cover the whole
+        // step without a decrease (a reset) or an implausible gap; on one row of the GPU's step
+        // (its first), null on the others and where the counters do not cover the step. The
+        // independent side of energy's conservation (`nodes.counter_delta_j`).
+        counter_j: Option<f64> => Float64Builder,
     }
 
     /// One `pods` row.
@@ -262,5 +268,13 @@ lake_rows! {
         mem_total_mib: Option<f32> => Float32Builder,
         first_seen: i64 => TimestampMillisecondBuilder,
         last_seen: i64 => TimestampMillisecondBuilder,
+        // The day's energy of the physical GPU's `gpu_samples` rows (J), on its first row of
+        // the day (null on its other units' rows and for GPUs without energy).
+        rows_energy_j: Option<f64> => Float64Builder,
+        // Of `rows_energy_j`, the part on steps its energy counter covers (`gpu_samples.counter_j`).
+        counter_energy_j: Option<f64> => Float64Builder,
+        // The counter's own delta over those steps (the sum of `gpu_samples.counter_j`): equal
+        // to `counter_energy_j` where the rows conserve the counter's energy.
+        counter_delta_j: Option<f64> => Float64Builder,
     }
 }

@@ -102,7 +102,7 @@ impl Table {
     /// bytes per row against 0.22 with a dictionary, utilisation 0.61 against 0.69).
     pub fn split_columns(self) -> &'static [&'static str] {
         match self {
-            Table::GpuSamples => &["energy_j", "temp_c", "util_pct"],
+            Table::GpuSamples => &["energy_j", "counter_j", "temp_c", "util_pct"],
             _ => &[],
         }
     }
@@ -205,7 +205,14 @@ pub(super) fn cluster() -> Field {
 pub const CLUSTER: &str = "cluster";
 
 /// Columns added to the tables after their first version, read as null from older files.
-pub const LATER_COLUMNS: [&str; 2] = [CLUSTER, GPU_SHARE_PCT];
+pub const LATER_COLUMNS: [&str; 6] = [CLUSTER, GPU_SHARE_PCT, COUNTER_J, ROWS_ENERGY_J, COUNTER_ENERGY_J, COUNTER_DELTA_J];
+
+/// `gpu_samples.counter_j` and the `nodes` energy columns (issue 43: energy's conservation
+/// against the counters).
+pub const COUNTER_J: &str = "counter_j";
+const ROWS_ENERGY_J: &str = "rows_energy_j";
+const COUNTER_ENERGY_J: &str = "counter_energy_j";
+const COUNTER_DELTA_J: &str = "counter_delta_j";
 
 /// `pods.gpu_share_pct`: a HAMi vGPU's share of its GPU (issue 44).
 pub const GPU_SHARE_PCT: &str = "gpu_share_pct";
@@ -216,6 +223,8 @@ pub fn later_column(name: &str) -> Option<Field> {
     match name {
         CLUSTER => Some(cluster()),
         GPU_SHARE_PCT => super::rows::PodRow::schema().field_with_name(GPU_SHARE_PCT).ok().cloned(),
+        COUNTER_J => super::rows::GpuSampleRow::schema().field_with_name(COUNTER_J).ok().cloned(),
+        ROWS_ENERGY_J | COUNTER_ENERGY_J | COUNTER_DELTA_J => super::rows::NodeRow::schema().field_with_name(name).ok().cloned(),
         _ => None,
     }
 }

@@ -28,6 +28,8 @@ pub use render::{Cell, Format, Report};
 pub enum ReportError {
     #[error("chargeback does not conserve the cluster total for {window}: rows {rows_gpu_us} GPU-us vs cluster {cluster_gpu_us}, rows {rows_energy_mj} mJ vs cluster {cluster_energy_mj} (an override of queries/chargeback.sql or cluster_totals.sql drops or duplicates rows)")]
     NotConserved { window: String, rows_gpu_us: i64, cluster_gpu_us: i64, rows_energy_mj: i64, cluster_energy_mj: i64 },
+    #[error("chargeback for {window} would publish energy its GPUs' counters do not show, so nothing is written: over {days}, the rows' energy on the steps the energy counters cover is {rows_mj} mJ, the counters' delta there {counter_mj} mJ (more than 0.1% apart). The GPUs furthest apart: {gpus}")]
+    EnergyNotCounted { window: String, days: String, rows_mj: i64, counter_mj: i64, gpus: String },
     #[error("chargeback for {window} would publish an impossible bill, so nothing is written: {}. A request counted as GPUs that is not a device count, or a sharing layer (HAMi, time-slicing) whose vGPUs were read as GPUs, are the usual causes: the collect log names the resources and nodes it read", rows.join("; "))]
     ImpossibleBill { window: String, rows: Vec<String> },
     #[error(transparent)]
@@ -159,6 +161,15 @@ impl Shared {
                 cluster_gpu_us: cb.cluster_gpu_us,
                 rows_energy_mj: cb.rows_energy_mj(),
                 cluster_energy_mj: cb.cluster_energy_mj,
+            });
+        }
+        if let Some(c) = cb.counters.as_ref().filter(|c| c.days_recorded > 0 && !c.conserved()) {
+            return Err(ReportError::EnergyNotCounted {
+                window: window.label(),
+                days: format!("{} to {}", c.first_day, c.last_day),
+                rows_mj: c.counter_energy_mj,
+                counter_mj: c.counter_delta_mj,
+                gpus: c.worst.iter().map(|(g, r, k)| format!("{g}: rows {r} mJ vs counter {k} mJ")).collect::<Vec<_>>().join("; "),
             });
         }
         let impossible = cb.impossible_rows();

@@ -99,7 +99,7 @@ impl LakeOutput<'_> {
         stats.pending_rows = pending.num_rows();
         write_partition(self.lake, Table::PendingSamples, date, &pending)?;
         write_partition(self.lake, Table::Quotas, date, &named(self.quotas(s, e)))?;
-        write_partition(self.lake, Table::Nodes, date, &named(self.nodes(s, e)))?;
+        write_partition(self.lake, Table::Nodes, date, &named(self.nodes(s, e, &gpu)))?;
         write_partition(self.lake, Table::NamespaceLabels, date, &named(self.namespace_labels(s, e)))?;
         stats.files = 5;
         Ok(stats)
@@ -123,6 +123,8 @@ impl LakeOutput<'_> {
                 }
                 let sample = self.model.gpu_step(g, t, &holders, &zombies);
                 let len_s = ((e.min(t + step) - t) / 1000) as i32;
+                // The GPU's energy over the step, as its counter would say: on its first row.
+                let mut counted = Some(sample.energy_between(t, t + len_s as i64 * 1000));
                 for (i, &u) in phys.units.iter().enumerate() {
                     let unit = &self.cluster.units[u];
                     let us = &sample.units[i];
@@ -152,6 +154,7 @@ impl LakeOutput<'_> {
                         energy_j: Some(sample.energy_between(t, t + len_s as i64 * 1000) * share),
                         temp_c: Some(us.temp_c as f32),
                         xid: Some(us.xid),
+                        counter_j: counted.take(),
                     });
                 }
                 t += step;
@@ -214,7 +217,10 @@ impl LakeOutput<'_> {
         crate::lake::rows::table_batch(Table::NamespaceLabels, columns)
     }
 
-    fn nodes(&self, s: i64, e: i64) -> RecordBatch {
+    /// The day's inventory, each physical GPU's energy of the day (`gpu`: its rows, named with
+    /// the cluster) on its first row.
+    fn nodes(&self, s: i64, e: i64, gpu: &RecordBatch) -> RecordBatch {
+        let mut energy = crate::lake::gpu_energy::EnergyByGpu::of(gpu);
         let step = self.model.step_ms;
         let last = s + ((e - s - 1) / step) * step;
         let mut rows = NodesBuilder::new();
@@ -239,6 +245,8 @@ impl LakeOutput<'_> {
                 t += step;
             }
             for (uuid, first_seen, last_seen) in seen {
+                let node = &self.cluster.nodes[unit.node].name;
+                let e = energy.take(Some(self.cluster_name), node, uuid);
                 rows.push(&NodeRow {
                     node: &self.cluster.nodes[unit.node].name,
                     gpu_uuid: uuid,
@@ -250,6 +258,9 @@ impl LakeOutput<'_> {
                     mem_total_mib: Some(unit.fb_mib),
                     first_seen,
                     last_seen,
+                    rows_energy_j: e.rows_j,
+                    counter_energy_j: e.counter_energy_j,
+                    counter_delta_j: e.counter_delta_j,
                 });
             }
         }

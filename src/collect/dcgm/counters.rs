@@ -93,6 +93,10 @@ impl DcgmGrid {
     /// standing then (a plain linear interpolation across holder changes moved energy between
     /// pods and the unallocated row: +1.0% on `__unallocated__` with 57 s scrapes on a 30 s
     /// step, against +0.3% this way).
+    ///
+    /// Also each step's energy by the raw readings alone (`counter_steps`): the readings'
+    /// deltas under the same rule, linear between consecutive readings, for the steps they
+    /// cover whole.
     pub fn fill_counters<'s>(&mut self, series: impl IntoIterator<Item = (&'s BTreeMap<String, String>, &'s [(i64, f64)])>, cfg: &PrometheusConfig) {
         let mut by_gpu: BTreeMap<&str, Vec<(i64, f64)>> = BTreeMap::new();
         for (labels, samples) in series {
@@ -112,10 +116,19 @@ impl DcgmGrid {
             // A reset inside such a gap that climbed back past the last value can only make
             // the delta smaller than what was used, never larger.
             let plausible = |dt_ms: i64, delta_mj: f64| most_power.get(uuid).is_some_and(|w| delta_mj / dt_ms as f64 <= w * LONG_GAP_POWER_FACTOR);
+            // The counter's own energy per step (mJ) and the part of the step its readings cover.
+            let mut raw = vec![0.0f64; self.cells];
+            let mut covered = vec![0i64; self.cells];
             for w in samples.windows(2) {
                 let ((t0, v0), (t1, v1)) = (w[0], w[1]);
                 if v1 < v0 || t1 <= t0 || (t1 - t0 > gap_max && !plausible(t1 - t0, v1 - v0)) {
                     continue;
+                }
+                for c in cell_of(t0).max(0)..=cell_of(t1 - 1).min(cells - 1) {
+                    let start = from + c * step;
+                    let part = (t1.min(start + step) - t0.max(start)).max(0);
+                    raw[c as usize] += (v1 - v0) * part as f64 / (t1 - t0) as f64;
+                    covered[c as usize] += part;
                 }
                 for c in (cell_of(t0) + 1).max(0)..cell_of(t1).min(cells + 1) {
                     let at = from + c * step;
@@ -125,6 +138,8 @@ impl DcgmGrid {
                 }
             }
             self.spanning.insert(uuid.to_string(), counters);
+            let steps = raw.iter().zip(&covered).map(|(mj, &ms)| if ms == step { (mj / 1000.0) as f32 } else { f32::NAN }).collect();
+            self.counter_steps.insert(uuid.to_string(), steps);
         }
     }
 }

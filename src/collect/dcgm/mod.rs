@@ -166,6 +166,10 @@ pub struct DcgmGrid {
     /// The same with the holes spanned ([`fill_counters`](Self::fill_counters)): what the
     /// `__unmeasured__` rows' energy is read from.
     spanning: BTreeMap<String, Vec<Option<f64>>>,
+    /// Per physical GPU uuid per cell, its energy (J) by the counter's raw readings alone, NaN
+    /// where they do not cover the whole step ([`fill_counters`](Self::fill_counters)): the
+    /// rows' `counter_j`, the independent side of energy's conservation.
+    counter_steps: BTreeMap<String, Vec<f32>>,
     /// The pool beyond what DCGM saw ([`set_pool`](Self::set_pool)): per node, per cell, the
     /// whole GPUs kube-state-metrics reports, and whether it reports GPU resources while DCGM
     /// measured none of the node's GPUs (its exporter down or not yet up).
@@ -211,6 +215,7 @@ impl DcgmGrid {
             energy: BTreeMap::new(),
             energy_read_at: BTreeMap::new(),
             spanning: BTreeMap::new(),
+            counter_steps: BTreeMap::new(),
             capacity: BTreeMap::new(),
             spans: BTreeMap::new(),
             replaced_at: BTreeMap::new(),
@@ -728,6 +733,33 @@ mod pool_tests {
         // Counter deltas where two samples are at most the lookback apart, and across the hole
         // for its unmeasured rows; power x step where neither (the lookback's steps, the last).
         assert!((e - 100.0 * 1800.0).abs() < 1e-6, "100 W over the whole window, hole included: {e}");
+    }
+
+    /// The counter's own energy per step (`counter_j`), read from the raw readings: across the
+    /// hole of 300-900 s (spanned), not across a reset at 1200 s (the step before it has no
+    /// full coverage), nor after the last reading (1770 s). One row per step carries it, and
+    /// on every step it covers it is what the rows say.
+    #[test]
+    fn each_step_carries_the_counters_own_energy_where_they_cover_it() {
+        let times: Vec<i64> = (0..60).map(|k| k * 30).filter(|t| !(300..900).contains(t)).collect();
+        let gpu = labels("GPU-1", "n1", &[("namespace", "a"), ("pod", "p")]);
+        let util = times.iter().map(|&t| (t, 50.0)).collect();
+        // 100 W; the driver reloaded at 1200 s (the counter starts again from 0).
+        let energy = times.iter().map(|&t| (t, if t < 1200 { t } else { t - 1200 } as f64 * 100_000.0)).collect();
+        let power = times.iter().map(|&t| (t, 100.0)).collect();
+        let (b, _) = grid(1800, &[(Field::Util, gpu.clone(), util), (Field::Power, gpu.clone(), power), (Field::Energy, gpu, energy)], BTreeMap::new());
+        let ts = b.column_by_name("ts").unwrap().as_primitive::<arrow::datatypes::TimestampMillisecondType>();
+        let counter = b.column_by_name("counter_j").unwrap().as_primitive::<Float64Type>();
+        let energy = b.column_by_name("energy_j").unwrap().as_primitive::<Float64Type>();
+        let carried: Vec<i64> = (0..b.num_rows()).filter(|&i| counter.is_valid(i)).map(|i| ts.value(i) / 1000).collect();
+        let want: Vec<i64> = (0..60).map(|c| c * 30).filter(|&t| t != 1170 && t != 1770).collect();
+        assert_eq!(carried, want, "every step the readings cover whole, once");
+        for i in (0..b.num_rows()).filter(|&i| counter.is_valid(i)) {
+            assert!((counter.value(i) - 3000.0).abs() < 1e-6, "100 W x 30 s at {} s: {}", ts.value(i) / 1000, counter.value(i));
+            assert!((energy.value(i) - counter.value(i)).abs() < 1e-6, "the rows' energy at {} s", ts.value(i) / 1000);
+        }
+        let sums = crate::lake::gpu_energy::EnergyByGpu::of(&b).take(None, "n1", "GPU-1");
+        assert_eq!((sums.counter_energy_j, sums.counter_delta_j), (Some(58.0 * 3000.0), Some(58.0 * 3000.0)));
     }
 
     /// The exporter down from the window's start (before the GPU's first sample) and after its

@@ -44,7 +44,7 @@ impl DcgmGrid {
                 let info = UnitInfo { gpu_index: n as i16, model: UNKNOWN_MODEL.to_string(), profile: None, share: 1.0 };
                 for c in c0..c1 {
                     if cells[c].0 > n {
-                        self.push_rows(rows, &key, &info, None, 1.0, &no_values, None, None, c, step_s, true);
+                        self.push_rows(rows, &key, &info, None, 1.0, &no_values, None, None, &mut None, c, step_s, true);
                     }
                 }
             }
@@ -60,6 +60,11 @@ impl DcgmGrid {
         // counter's delta across the hole too, so the GPU's steps add up to that delta.
         let counters = self.spanning.get(&keys[0].uuid).or_else(|| self.energy.get(&keys[0].uuid));
         let step_s = (self.step / 1000) as i32;
+        // The counter's own energy of each step, for the GPU's first row of the step.
+        let mut counted: Vec<Option<f64>> = match self.counter_steps.get(&keys[0].uuid) {
+            Some(steps) => steps[c0..c1].iter().map(|&j| (!j.is_nan()).then_some(j as f64)).collect(),
+            None => vec![None; c1 - c0],
+        };
         let within = |k: &UnitKey, c: usize| self.spans.get(k).is_some_and(|&(a, b)| a <= c && c <= b);
         let node_capacity = self.capacity.get(&keys[0].node);
         // The GPU exists at step c: between its units' first and last sample, or while its node
@@ -83,23 +88,23 @@ impl DcgmGrid {
                 let device = parent_cell.or_else(|| instances.iter().map(|(_, (_, g))| &g[c]).find(|cell| cell.seen)).expect("an instance is seen");
                 let info = parent.map_or_else(|| &instances[0].1 .0, |(_, (info, _))| info);
                 let cell = Cell { seen: true, direct: true, holders: Vec::new(), values: device_values(&device.values), ..Cell::default() };
-                self.push_rows(rows, &whole_key, info, None, rest, &cell, None, counters, c, step_s, false);
+                self.push_rows(rows, &whole_key, info, None, rest, &cell, None, counters, &mut counted[c - c0], c, step_s, false);
             } else if let (Some((key, (info, _))), Some(cell), Some(parts)) = (parent, parent_cell, self.hami.at(&keys[0].uuid, c)) {
-                self.push_hami_rows(rows, key, info, cell, parts, counters, c, step_s);
+                self.push_hami_rows(rows, key, info, cell, parts, counters, &mut counted[c - c0], c, step_s);
             } else if let (Some((key, (info, _))), Some(cell)) = (parent, parent_cell) {
-                self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, None, counters, c, step_s, false);
+                self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, None, counters, &mut counted[c - c0], c, step_s, false);
             } else if exists(c) {
                 // Nothing of the GPU reported at this step, even after the lookback: its
                 // instances where its MIG layout stands (their spans), else the whole GPU.
                 let layout: Vec<_> = instances.iter().filter(|(k, _)| within(k, c)).collect();
                 let mut rest = 1.0;
                 for (key, (info, _)) in &layout {
-                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, &no_values, None, counters, c, step_s, true);
+                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, &no_values, None, counters, &mut counted[c - c0], c, step_s, true);
                     rest -= info.share;
                 }
                 if rest > 1e-9 {
                     let info = parent.map_or_else(|| &instances[0].1 .0, |(_, (info, _))| info);
-                    self.push_rows(rows, &whole_key, info, None, rest, &no_values, None, counters, c, step_s, true);
+                    self.push_rows(rows, &whole_key, info, None, rest, &no_values, None, counters, &mut counted[c - c0], c, step_s, true);
                 }
             }
         }
@@ -108,9 +113,9 @@ impl DcgmGrid {
                 let cell = &grid[c];
                 if cell.seen {
                     let parent_values = parent.map(|(_, (_, g))| &g[c]).filter(|p| p.seen).map(|p| &p.values);
-                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, parent_values, counters, c, step_s, false);
+                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, cell, parent_values, counters, &mut counted[c - c0], c, step_s, false);
                 } else if within(key, c) && instances.iter().any(|(_, (_, g))| g[c].seen) {
-                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, &no_values, None, counters, c, step_s, true);
+                    self.push_rows(rows, key, info, info.profile.as_deref(), info.share, &no_values, None, counters, &mut counted[c - c0], c, step_s, true);
                 }
             }
         }
@@ -118,7 +123,8 @@ impl DcgmGrid {
 
     /// One row per holder of `cell` (one without a holder when none), `share` split evenly;
     /// `unmeasured`: one row of namespace [`UNMEASURED`] (callers pass a cell without values and
-    /// no parent, so its energy comes from the counters alone).
+    /// no parent, so its energy comes from the counters alone). `counted`: the GPU's step energy
+    /// by its counter alone, taken by the first row pushed (`counter_j`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn push_rows(
         &self,
@@ -130,6 +136,7 @@ impl DcgmGrid {
         cell: &Cell,
         parent: Option<&[Option<f64>; 8]>,
         counters: Option<&Vec<Option<f64>>>,
+        counted: &mut Option<f64>,
         c: usize,
         step_s: i32,
         unmeasured: bool,
@@ -177,6 +184,7 @@ impl DcgmGrid {
                 energy_j: gpu_energy_j.map(|e| e * share * energy_part),
                 temp_c: v(Field::Temp).map(|x| x as f32),
                 xid: v(Field::Xid).map(|x| x as i32),
+                counter_j: counted.take(),
             });
         }
     }
@@ -186,7 +194,7 @@ impl DcgmGrid {
     /// utilisation where the vGPU monitor has one (else the GPU's); the rest of the GPU, if
     /// any, one row without a holder and without a utilisation of its own.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn push_hami_rows(&self, rows: &mut GpuSamplesBuilder, key: &UnitKey, info: &UnitInfo, cell: &Cell, parts: &[HamiPart], counters: Option<&Vec<Option<f64>>>, c: usize, step_s: i32) {
+    pub(super) fn push_hami_rows(&self, rows: &mut GpuSamplesBuilder, key: &UnitKey, info: &UnitInfo, cell: &Cell, parts: &[HamiPart], counters: Option<&Vec<Option<f64>>>, counted: &mut Option<f64>, c: usize, step_s: i32) {
         let v = |f: Field| cell.values[f as usize];
         let energy = step_energy(counters, c, v(Field::Power), step_s);
         let gpu_util = v(Field::Util).or_else(|| v(Field::EngineActive).map(|r| r * 100.0));
@@ -224,6 +232,7 @@ impl DcgmGrid {
                 energy_j: energy.map(|e| e * share),
                 temp_c: v(Field::Temp).map(|x| x as f32),
                 xid: v(Field::Xid).map(|x| x as i32),
+                counter_j: counted.take(),
             });
         }
     }

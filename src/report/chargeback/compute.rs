@@ -9,7 +9,8 @@ use super::*;
 use crate::domain::window::Window;
 use crate::engine::{run_query, QueryTask};
 use crate::queries::Queries;
-use crate::report::columns::{decimals, ints, strs, window_params};
+use crate::engine::str_param;
+use crate::report::columns::{decimals, floats, ints, strs, window_params};
 use crate::report::{ReportError, Result};
 
 fn shape(detail: impl Into<String>) -> ReportError {
@@ -69,6 +70,11 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     let runs_task = QueryTask::spawn(ctx, "pod_run_days", queries.get("pod_run_days")?, window_params(window));
     let owners_task = QueryTask::spawn(ctx, "namespace_owners", queries.get("namespace_owners")?, vec![]);
     let gpus_task = QueryTask::spawn(ctx, "cluster_gpus", queries.get("cluster_gpus")?, window_params(window));
+    let days = whole_days(window);
+    let counters_task = match &days {
+        Some((first, last)) => Some(QueryTask::spawn(ctx, "energy_counters", queries.get("energy_counters")?, vec![str_param(first.clone()), str_param(last.clone())])),
+        None => None,
+    };
     let threads = ctx.state().config().target_partitions();
     let mut schema = None;
     let mut grain = Vec::new();
@@ -200,6 +206,10 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     let gpus = gpus_task.join().await?.1;
     let g = gpus.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_gpus returned no row"))?;
     let cluster_gpus = ints("cluster_gpus", g, "gpus")?[0].unwrap_or(0);
+    let counters = match (counters_task, days) {
+        (Some(task), Some((first, last))) => Some(counter_check(&task.join().await?.1, first, last)?),
+        _ => None,
+    };
     Ok(Chargeback {
         window: *window,
         detail,
@@ -208,6 +218,52 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         cluster_energy_mj: cluster.1,
         cluster_rows: cluster.2,
         cluster_gpus,
+        counters,
     })
+}
+
+/// The first and last whole UTC day of `window` (`YYYY-MM-DD`), if it holds one.
+fn whole_days(window: &Window) -> Option<(String, String)> {
+    let start = window.start.date_naive();
+    let first = if window.start.time() == chrono::NaiveTime::MIN { start } else { start.succ_opt()? };
+    let last = window.end.date_naive().pred_opt()?;
+    (first <= last).then(|| (first.format("%Y-%m-%d").to_string(), last.format("%Y-%m-%d").to_string()))
+}
+
+/// `energy_counters.sql`'s rows (per day and GPU) summed into the check.
+fn counter_check(batches: &[arrow::array::RecordBatch], first_day: String, last_day: String) -> Result<CounterCheck> {
+    const Q: &str = "energy_counters";
+    let day_count = |a: &str, b: &str| -> i64 {
+        let d = |x: &str| chrono::NaiveDate::parse_from_str(x, "%Y-%m-%d").ok();
+        d(a).zip(d(b)).map_or(0, |(a, b)| (b - a).num_days() + 1)
+    };
+    let mut check = CounterCheck { days: day_count(&first_day, &last_day), first_day, last_day, ..CounterCheck::default() };
+    let mut recorded = std::collections::BTreeSet::new();
+    // Per GPU: (rows' energy on counted steps, counter's delta), mJ.
+    let mut gpus: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    // Whole joules summed (the lake keeps energy to 1 J): exact in mJ.
+    let mj = |j: Option<f64>| j.map_or(0, |j| (j * 1000.0).round() as i64);
+    for b in batches {
+        let (date, node, uuid) = (strs(Q, b, "date")?, strs(Q, b, "node")?, strs(Q, b, "gpu_uuid")?);
+        let (rows, energy, delta) = (floats(Q, b, "rows_energy_j")?, floats(Q, b, "counter_energy_j")?, floats(Q, b, "counter_delta_j")?);
+        for i in 0..b.num_rows() {
+            if rows[i].is_some() {
+                recorded.insert(date[i].clone().unwrap_or_default());
+            }
+            check.rows_energy_mj += mj(rows[i]);
+            check.counter_energy_mj += mj(energy[i]);
+            check.counter_delta_mj += mj(delta[i]);
+            if delta[i].is_some() {
+                let g = gpus.entry(format!("{} {}", node[i].as_deref().unwrap_or(""), uuid[i].as_deref().unwrap_or(""))).or_default();
+                *g = (g.0 + mj(energy[i]), g.1 + mj(delta[i]));
+            }
+        }
+    }
+    check.days_recorded = recorded.len() as i64;
+    let mut worst: Vec<(String, i64, i64)> = gpus.into_iter().filter(|(_, (r, c))| r != c).map(|(g, (r, c))| (g, r, c)).collect();
+    worst.sort_by(|a, b| (b.1 - b.2).abs().cmp(&(a.1 - a.2).abs()).then_with(|| a.0.cmp(&b.0)));
+    worst.truncate(COUNTER_WORST);
+    check.worst = worst;
+    Ok(check)
 }
 

@@ -190,6 +190,7 @@ impl Chargeback {
                 config.shared_policy().label(),
             ),
         ];
+        notes.push(self.counter_note());
         let unpriced: i64 = self.detail.iter().map(|r| r.q.unpriced_gpu_us).sum();
         if unpriced > 0 {
             notes.push(format!(
@@ -213,6 +214,33 @@ impl Chargeback {
         notes
     }
 
+    /// The conservation of energy against the GPUs' own counters, over the window's whole days.
+    fn counter_note(&self) -> String {
+        let kwh = |mj: i64| format_units(round_ratio(mj as i128, MJ_PER_KWH, 4), 4);
+        let Some(c) = &self.counters else {
+            return "energy against the counters: compared over whole UTC days, and the window holds none".into();
+        };
+        let days = if c.days == 1 { c.first_day.clone() } else { format!("{} to {} ({} days)", c.first_day, c.last_day, c.days) };
+        if c.days_recorded == 0 {
+            return format!("energy against the counters, {days}: not recorded (days collected before the counters were kept; a re-collect records them)");
+        }
+        let mut note = format!(
+            "energy against the counters, {days}: rows {} kWh, of which {} kWh on the steps the GPUs' energy counters cover = counters {} kWh ({} mJ vs {}, {}) {}; {} kWh by power x step where no counter reading covered the step",
+            kwh(c.rows_energy_mj),
+            kwh(c.counter_energy_mj),
+            kwh(c.counter_delta_mj),
+            c.counter_energy_mj,
+            c.counter_delta_mj,
+            signed_ppm_pct(c.difference_mj(), c.counter_delta_mj),
+            if c.conserved() { "OK" } else { "MISMATCH" },
+            kwh(c.uncounted_mj()),
+        );
+        if c.days_recorded < c.days {
+            note.push_str(&format!("; {} of the {} days carry no counter sums (collected before the counters were kept, or no GPU data)", c.days - c.days_recorded, c.days));
+        }
+        note
+    }
+
     fn meta(&self, config: &Config, namespaces: &[NamespaceCharge]) -> Map<String, Value> {
         let basis = config.pricing.basis;
         let mut meta = Map::new();
@@ -229,11 +257,32 @@ impl Chargeback {
         cons.insert("gpu_hours_conserved".into(), Value::Bool(self.gpu_us_conserved()));
         cons.insert("energy_conserved".into(), Value::Bool(self.energy_conserved()));
         cons.insert("cost_conserved".into(), Value::Bool(rows_total == basis_direct));
+        if let Some(c) = &self.counters {
+            let mut counters = Map::new();
+            counters.insert("first_day".into(), Value::String(c.first_day.clone()));
+            counters.insert("last_day".into(), Value::String(c.last_day.clone()));
+            counters.insert("days".into(), Value::from(c.days));
+            counters.insert("days_recorded".into(), Value::from(c.days_recorded));
+            counters.insert("rows_energy_mj".into(), Value::from(c.rows_energy_mj));
+            counters.insert("counted_rows_energy_mj".into(), Value::from(c.counter_energy_mj));
+            counters.insert("counter_delta_mj".into(), Value::from(c.counter_delta_mj));
+            counters.insert("conserved".into(), Value::Bool(c.days_recorded == 0 || c.conserved()));
+            cons.insert("energy_counters".into(), Value::Object(counters));
+        }
         meta.insert("conservation".into(), Value::Object(cons));
         meta.insert("idle_policy".into(), Value::String(config.idle_policy().label()));
         meta.insert("request_based".into(), Value::Bool(self.detail.iter().any(|r| r.q.request_based_gpu_us > 0)));
         meta
     }
+}
+
+/// `diff` as a signed percentage of `of` to 4 decimals ("+0.0012%"); "-" where `of` is 0.
+fn signed_ppm_pct(diff: i64, of: i64) -> String {
+    if of == 0 {
+        return "-".into();
+    }
+    let pct = round_ratio(diff as i128 * 100 * 10_000, of as i128, 0);
+    format!("{}{}%", if diff >= 0 { "+" } else { "-" }, format_units(pct.abs(), 4))
 }
 
 /// Average utilisation (percent, 2 decimals) of utilisation-weighted GPU time over the GPU time

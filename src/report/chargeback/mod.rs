@@ -19,7 +19,7 @@ mod tariff_classes;
 pub use crate::domain::charge_by::ChargeBy;
 pub use crate::domain::units::{MJ_PER_KWH, UNALLOCATED, UNMEASURED, US_PER_HOUR};
 pub use compute::compute;
-pub use model::{Chargeback, DetailRow, NamespaceCharge, Owner, Quantities};
+pub use model::{Chargeback, CounterCheck, DetailRow, NamespaceCharge, Owner, Quantities, COUNTER_WORST};
 
 /// The report's name (its files, its queries' names).
 const R: &str = "chargeback";

@@ -87,6 +87,50 @@ pub struct Chargeback {
     pub cluster_energy_mj: i64,
     pub cluster_rows: i64,
     pub cluster_gpus: i64,
+    /// Energy against the GPUs' own counters over the window's whole days (None: the window
+    /// holds no whole day).
+    pub counters: Option<CounterCheck>,
+}
+
+/// Energy's conservation against the counters: over the window's whole days, the rows' energy
+/// on the steps each GPU's energy counter covers against the counter's own delta there
+/// (`queries/energy_counters.sql`).
+#[derive(Debug, Clone, Default)]
+pub struct CounterCheck {
+    pub first_day: String,
+    pub last_day: String,
+    /// Whole days in the window, and those of them whose `nodes` rows carry energy.
+    pub days: i64,
+    pub days_recorded: i64,
+    pub rows_energy_mj: i64,
+    pub counter_energy_mj: i64,
+    pub counter_delta_mj: i64,
+    /// GPUs (node, uuid) by how far their rows' energy is from their counter, largest first:
+    /// (GPU, rows mJ, counter mJ), at most [`COUNTER_WORST`].
+    pub worst: Vec<(String, i64, i64)>,
+}
+
+/// GPUs named where the rows' energy is not the counters'.
+pub const COUNTER_WORST: usize = 5;
+
+/// The rows' energy may differ from the counters' by this many parts per million (the
+/// readings are interpolated with the power at a step's ends by the rows, linearly here).
+pub const COUNTER_TOLERANCE_PPM: i64 = 1_000;
+
+impl CounterCheck {
+    /// The rows' energy on the counted steps minus the counters' (mJ).
+    pub fn difference_mj(&self) -> i64 {
+        self.counter_energy_mj - self.counter_delta_mj
+    }
+
+    pub fn conserved(&self) -> bool {
+        self.difference_mj().abs() as i128 * 1_000_000 <= self.counter_delta_mj.abs() as i128 * COUNTER_TOLERANCE_PPM as i128
+    }
+
+    /// Energy of steps no counter covers (power x step, or a reset inside the step).
+    pub fn uncounted_mj(&self) -> i64 {
+        self.rows_energy_mj - self.counter_energy_mj
+    }
 }
 
 /// A namespace's totals after the idle / shared spread.
@@ -199,7 +243,7 @@ mod tests {
 
     fn bill(detail: Vec<DetailRow>, gpus: i64) -> Chargeback {
         let cluster_gpu_us = detail.iter().map(|r| r.q.gpu_us).sum();
-        Chargeback { window: day(), detail, owners: BTreeMap::new(), cluster_gpu_us, cluster_energy_mj: 0, cluster_rows: 0, cluster_gpus: gpus }
+        Chargeback { window: day(), detail, owners: BTreeMap::new(), cluster_gpu_us, cluster_energy_mj: 0, cluster_rows: 0, cluster_gpus: gpus, counters: None }
     }
 
     /// A sane bill passes; a negative row is named with what is negative; a cost that rounds to
@@ -213,5 +257,23 @@ mod tests {
         assert!(bill(vec![row("team-a", hour, 0, -RAW_PER_UNIT / 1000)], 1).impossible_rows().is_empty(), "-0.001 rounds to 0.00");
         let found = bill(vec![row("team-a", 30 * hour, 0, 0)], 1).impossible_rows();
         assert_eq!(found, ["the pool: 30.0000 GPU-hours for 1 GPUs x 24.00 h (at most 24.0000 GPU-hours)"]);
+    }
+}
+
+#[cfg(test)]
+mod counter_tests {
+    use super::*;
+
+    /// The rows' energy on the counted steps may be 0.1% from the counters', no more, either
+    /// way; the energy of steps no counter covers is what the rows have beyond them.
+    #[test]
+    fn the_counters_check_allows_a_tenth_of_a_percent() {
+        let check = |rows: i64, counted: i64, delta: i64| CounterCheck { days: 1, days_recorded: 1, rows_energy_mj: rows, counter_energy_mj: counted, counter_delta_mj: delta, ..CounterCheck::default() };
+        assert!(check(1_000_500, 1_000_000, 1_000_000).conserved());
+        assert!(check(1_001_000, 1_001_000, 1_000_000).conserved());
+        assert!(check(999_000, 999_000, 1_000_000).conserved());
+        assert!(!check(1_001_001, 1_001_001, 1_000_000).conserved(), "more than 0.1% above the counters");
+        assert!(!check(998_999, 998_999, 1_000_000).conserved(), "more than 0.1% below");
+        assert_eq!(check(1_000_500, 1_000_000, 1_000_000).uncounted_mj(), 500);
     }
 }
