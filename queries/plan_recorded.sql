@@ -3,7 +3,8 @@
 -- GPU ResourceQuota (largest hard limit seen, whole GPUs) in rows of hour NULL.
 --   $3, $4  first and last `date` partition; $5 the cluster ('' for a lake of one)
 -- The demand reads `pending_buckets` (pending_samples of the window summed per 15-minute bucket,
--- from the lake's rollups or the rows: gpu_us = SUM(gpu_request x step_s x 1e6)).
+-- from the lake's rollups or the rows: gpu_us = SUM(gpu_request x step_s x 1e6), a HAMi pod's
+-- vGPUs each its gpu_share_pct of a GPU).
 SELECT
   CAST(p.namespace AS VARCHAR)                                   AS namespace,
   CAST(p.bucket AS BIGINT) / 3600000 * 3600000                   AS hour_ms,

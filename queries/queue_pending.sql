@@ -3,7 +3,8 @@
 -- average number of pending pods and of GPUs asked for).
 -- Reads `pending_buckets`: pending_samples of the window summed per cluster, namespace,
 -- priority class, GPU resource and 15-minute bucket (pod_us = SUM(step_s x 1e6), gpu_us =
--- SUM(gpu_request x step_s x 1e6)), from the lake's rollups or the window's rows
+-- SUM(gpu_request x step_s x 1e6), a HAMi pod's vGPUs each its gpu_share_pct of a GPU), from
+-- the lake's rollups or the window's rows
 -- (src/lake/day_sums.rs); the per-row form is benches/sql/queue_pending.sql. Four buckets make
 -- an hour: the hour is integer arithmetic on the bucket's epoch milliseconds.
 SELECT

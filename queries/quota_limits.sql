@@ -11,7 +11,8 @@ WITH hard AS (
 ),
 pending AS (
   -- From `pending_buckets` (pending_samples summed per 15-minute bucket, the lake's rollups or
-  -- the window's rows): gpu_us is SUM(gpu_request x step_s x 1e6), whole seconds x 1e6.
+  -- the window's rows): gpu_us is SUM(gpu_request x step_s x 1e6), a HAMi pod's vGPUs each
+  -- its gpu_share_pct of a GPU (rounded per row to the microsecond).
   SELECT CAST(p.namespace AS VARCHAR) AS namespace, SUM(p.gpu_us) / 1000000 AS pending_gpu_s
   FROM pending_buckets p
   WHERE COALESCE(CAST(p.gpu_resource AS VARCHAR), 'nvidia.com/gpu') = 'nvidia.com/gpu'

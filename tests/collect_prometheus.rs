@@ -470,6 +470,38 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     assert!((energy - pool_kwh).abs() <= pool_kwh * 0.005, "pool energy {energy} kWh vs the ledger's {pool_kwh}");
     let shares = query("h.toml", "SELECT DISTINCT gpu_share_pct FROM pods WHERE node = 'gpu-node-hami-01' ORDER BY 1");
     assert_eq!(shares, [["10.0"], ["15.0"], ["25.0"], ["50.0"]], "each HAMi pod's share of the cores is in the lake");
+
+    // A pending HAMi pod asks for its share of a GPU, not a GPU: its pending rows carry the
+    // share (its gpucores, from its spec), as the simulator's lake has them, and the queue's
+    // pending demand counts each vGPU as that share, as computed here from the simulator's
+    // pending rows (its schedule), not as the whole GPUs the vGPUs would be.
+    write_config(dir, "truth.toml", &prom.url(), "sim/lake", "");
+    let per_pod = "SELECT CAST(pod AS VARCHAR), count(*), max(gpu_share_pct) FROM pending_samples WHERE gpu_share_pct IS NOT NULL GROUP BY 1 ORDER BY 1";
+    let (got, want) = (query("h.toml", per_pod), query("truth.toml", per_pod));
+    eprintln!("pending HAMi pods: collected {got:?}, simulated {want:?}");
+    assert!(want.len() >= 3, "some HAMi pods waited: {want:?}");
+    for w in &want {
+        let g = got.iter().find(|g| g[0] == w[0]).unwrap_or_else(|| panic!("{} waited but is not pending in the lake", w[0]));
+        let (steps, sim_steps) = (g[1].parse::<i64>().unwrap(), w[1].parse::<i64>().unwrap());
+        assert!(g[2] == w[2] && (0..=3).contains(&(steps - sim_steps)), "{}: collected {g:?} vs simulated {w:?}", w[0]);
+    }
+    let demand = "SELECT CAST(namespace AS VARCHAR), sum(step_s * gpu_request * COALESCE(gpu_share_pct, 100) / 100.0), sum(step_s * gpu_request) FROM pending_samples GROUP BY 1 ORDER BY 1";
+    let oracle = query("truth.toml", demand);
+    let sections: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "queue", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let hourly = sections.as_array().unwrap().iter().find(|s| s["report"] == "queue_hourly").expect("queue_hourly");
+    let mut weighted_apart = 0;
+    for o in &oracle {
+        let (want, whole) = (o[1].parse::<f64>().unwrap(), o[2].parse::<f64>().unwrap());
+        let got: f64 = hourly["rows"].as_array().unwrap().iter().filter(|r| r["namespace"] == o[0].as_str()).map(|r| r["avg_pending_gpus"].number().unwrap() * 3600.0).sum();
+        eprintln!("{:>16} pending GPU-s: {got:.0} vs {want:.0} (as whole GPUs {whole:.0})", o[0]);
+        // Each hour's average is rounded to 0.01 GPU (36 GPU-s); a pod pends up to 3 steps longer.
+        assert!((got - want).abs() <= want * 0.05 + 36.0 * 24.0, "{} pending demand {got} GPU-s vs {want}", o[0]);
+        if whole - want > 0.2 * whole {
+            weighted_apart += 1;
+            assert!((got - want).abs() < (whole - want) / 4.0, "{}: {got} GPU-s is the vGPUs' shares ({want}), not whole GPUs ({whole})", o[0]);
+        }
+    }
+    assert!(weighted_apart >= 1, "a namespace whose pending demand is mostly HAMi vGPUs: {oracle:?}");
     // Completeness counts the HAMi node's 4 GPUs, not its 40 vGPUs.
     let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
     assert_eq!(c["dcgm"]["expected"].as_i64().unwrap(), ledger["pool_unit_steps"].as_i64().unwrap(), "expected: the unit-steps the pool held");

@@ -54,6 +54,7 @@ fn gpu_batch(gpus: usize, n: usize, util: f32) -> RecordBatch {
         Arc::new(Float64Array::from(vec![1500.0; len])),
         Arc::new(Float32Array::from(vec![40.0; len])),
         Arc::new(Int32Array::from(vec![0; len])),
+        Arc::new(Float64Array::from(vec![Some(1500.0); len])),
         dict(vec![Some("default"); len]),
     ];
     RecordBatch::try_new(schema, columns).unwrap()
@@ -187,8 +188,9 @@ fn a_file_from_before_the_cluster_column_reads_as_cluster_default() {
     let dir = tempfile::tempdir().unwrap();
     let lake = Lake::new(dir.path());
     let full = gpu_batch(2, 10, 50.0);
-    let old = full.project(&(0..full.num_columns() - 1).collect::<Vec<_>>()).unwrap();
-    assert!(old.schema().column_with_name("cluster").is_none());
+    // A file from before `counter_j` and `cluster`, the two last columns.
+    let old = full.project(&(0..full.num_columns() - 2).collect::<Vec<_>>()).unwrap();
+    assert!(old.schema().column_with_name("cluster").is_none() && old.schema().column_with_name("counter_j").is_none());
     let path = lake.partition_file(Table::GpuSamples, day());
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut w = parquet::arrow::ArrowWriter::try_new(File::create(&path).unwrap(), old.schema(), None).unwrap();
@@ -197,6 +199,7 @@ fn a_file_from_before_the_cluster_column_reads_as_cluster_default() {
     let back = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day()).unwrap().expect("the day");
     assert_eq!(back.schema(), Table::GpuSamples.schema());
     assert_eq!(back.column_by_name("cluster").unwrap().null_count(), 20, "cluster null on every old row");
+    assert_eq!(back.column_by_name("counter_j").unwrap().null_count(), 20, "no counter reading on an old row");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let count = |cluster: Option<&str>| -> i64 {
         rt.block_on(async {

@@ -11,7 +11,8 @@ SELECT
   CAST(q.namespace AS VARCHAR)                                                  AS namespace,
   COALESCE(CAST(q.priority_class AS VARCHAR), '')                               AS priority_class,
   SUM(CAST(q.step_s AS BIGINT) * 1000000)                                       AS pod_us,
-  SUM(CAST(q.gpu_request AS BIGINT) * CAST(q.step_s AS BIGINT) * 1000000)       AS gpu_us
+  -- A HAMi pod's vGPUs are each its gpu_share_pct of a GPU (rounded per row to the us).
+  SUM(CAST(round(CAST(q.gpu_request AS DOUBLE) * CAST(q.step_s AS DOUBLE) * 1000000 * COALESCE(q.gpu_share_pct, 100) / 100) AS BIGINT)) AS gpu_us
 FROM pending_samples q
 WHERE q.date >= $3 AND q.date <= $4
   AND q.ts >= $1 AND q.ts < $2

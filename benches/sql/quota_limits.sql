@@ -12,7 +12,9 @@ WITH hard AS (
   GROUP BY 1
 ),
 pending AS (
-  SELECT CAST(p.namespace AS VARCHAR) AS namespace, SUM(CAST(p.gpu_request AS BIGINT) * CAST(p.step_s AS BIGINT)) AS pending_gpu_s
+  -- A HAMi pod's vGPUs are each its gpu_share_pct of a GPU (rounded per row to the us).
+  SELECT CAST(p.namespace AS VARCHAR) AS namespace,
+    SUM(CAST(round(CAST(p.gpu_request AS DOUBLE) * CAST(p.step_s AS DOUBLE) * 1000000 * COALESCE(p.gpu_share_pct, 100) / 100) AS BIGINT)) / 1000000 AS pending_gpu_s
   FROM pending_samples p
   WHERE p.date >= $3 AND p.date <= $4
     AND p.ts >= $1 AND p.ts < $2

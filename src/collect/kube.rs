@@ -494,6 +494,7 @@ impl KubeState {
                     gpu_resource: resource.as_deref(),
                     gpu_request: gpus,
                     reason: None,
+                    gpu_share_pct: Self::hami_share_pct(p),
                 });
             }
         }

@@ -109,9 +109,19 @@ pub struct PendingSums {
     rows: u64,
 }
 
+/// A pending row's GPU-microseconds asked for: its GPUs (a HAMi pod's vGPUs, each its
+/// `gpu_share_pct` of a GPU) over its step, rounded to the microsecond (exact for whole
+/// percents).
+fn pending_gpu_us(request: i32, share_pct: Option<f64>, us: i64) -> i64 {
+    match share_pct {
+        Some(pct) => (f64::from(request) * us as f64 * pct / 100.0).round() as i64,
+        None => i64::from(request) * us,
+    }
+}
+
 /// The pending rollup's columns: `pod_us` = SUM(step_s x 1e6), `gpu_us` = SUM(gpu_request x
-/// step_s x 1e6) (divided by the bucket's length, the average pending pods and GPUs asked for),
-/// `n` the rows.
+/// (gpu_share_pct / 100, 1 where null) x step_s x 1e6, rounded per row) (divided by the
+/// bucket's length, the average pending pods and GPUs asked for), `n` the rows.
 pub fn pending_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("cluster", label_type(), false),
@@ -126,7 +136,7 @@ pub fn pending_schema() -> SchemaRef {
 }
 
 impl DaySums for PendingSums {
-    const COLUMNS: &'static [&'static str] = &["ts", "step_s", "cluster", "namespace", "priority_class", "gpu_resource", "gpu_request"];
+    const COLUMNS: &'static [&'static str] = &["ts", "step_s", "cluster", "namespace", "priority_class", "gpu_resource", "gpu_request", "gpu_share_pct"];
 
     fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
         let (cluster, ns, pc, res) = (dict(b, path, "cluster")?, dict(b, path, "namespace")?, dict(b, path, "priority_class")?, dict(b, path, "gpu_resource")?);
@@ -134,6 +144,7 @@ impl DaySums for PendingSums {
         let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
         let step = typed::<Int32Array>(b, path, "step_s")?;
         let request = typed::<Int32Array>(b, path, "gpu_request")?;
+        let share = typed::<Float64Array>(b, path, "gpu_share_pct")?;
         for i in 0..b.num_rows() {
             let t = ts.value(i);
             if t < start_ms || t >= end_ms {
@@ -150,7 +161,7 @@ impl DaySums for PendingSums {
             let us = i64::from(step.value(i)) * 1_000_000;
             let g = self.groups.entry(key).or_default();
             g[0] += us;
-            g[1] += i64::from(request.value(i)) * us;
+            g[1] += pending_gpu_us(request.value(i), share.is_valid(i).then(|| share.value(i)), us);
             g[2] += 1;
         }
         Ok(())

@@ -93,7 +93,9 @@ impl Kind {
             // existed (`Counts::unit_steps`); 6: with those that carry energy.
             Kind::GpuBuckets => 6,
             // Idle: folded at ROLLUP_THRESHOLD_PCT, runs from ROLLUP_MIN_RUN_SECS (bump on change).
-            Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::IdleHoldings | Kind::IdleStretches | Kind::PendingBuckets => 1,
+            Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::IdleHoldings | Kind::IdleStretches => 1,
+            // 2: a HAMi pod's GPU-us weighted by its share (`gpu_share_pct`).
+            Kind::PendingBuckets => 2,
         }
     }
 

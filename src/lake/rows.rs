@@ -245,6 +245,9 @@ lake_rows! {
         gpu_resource: Option<&'a str> => Labels,
         gpu_request: i32 => Int32Builder,
         reason: Option<&'a str> => Labels,
+        // A pending HAMi pod's share of a GPU in percent (its `nvidia.com/gpucores`), as the
+        // pod's row has it: its demand is that share of each vGPU it asks for.
+        gpu_share_pct: Option<f64> => Float64Builder,
     }
 
     /// One `quotas` row.

@@ -214,7 +214,8 @@ const ROWS_ENERGY_J: &str = "rows_energy_j";
 const COUNTER_ENERGY_J: &str = "counter_energy_j";
 const COUNTER_DELTA_J: &str = "counter_delta_j";
 
-/// `pods.gpu_share_pct`: a HAMi vGPU's share of its GPU (issue 44).
+/// `pods.gpu_share_pct` and `pending_samples.gpu_share_pct`: a HAMi vGPU's share of its GPU
+/// (issue 44; the same field in both).
 pub const GPU_SHARE_PCT: &str = "gpu_share_pct";
 
 /// The field of `name` where it is one of [`LATER_COLUMNS`] (what an older file's missing

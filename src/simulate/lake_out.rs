@@ -182,6 +182,7 @@ impl LakeOutput<'_> {
                     gpu_resource: Some(&resource),
                     gpu_request: sp.gpu_request as i32,
                     reason: Some(run.reason),
+                    gpu_share_pct: sp.resource.hami_pct().map(f64::from),
                 });
                 ts += step;
             }
@@ -309,7 +310,7 @@ impl LakeOutput<'_> {
                     }),
                     termination_reason: if done { p.reason } else { None },
                     team: Some(ns.team),
-                    gpu_share_pct: p.units.first().filter(|&&u| self.cluster.units[u].hami).map(|&u| (self.cluster.units[u].share * 100.0).round()),
+                    gpu_share_pct: p.resource.hami_pct().map(f64::from),
                 });
             }
             rows += ids.len();

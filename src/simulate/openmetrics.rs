@@ -626,11 +626,11 @@ impl<W: Write> OmWriter<'_, W> {
             if !on_dra(p) {
                 reqs.insert(0, (gpu_res.as_str(), "integer", p.gpu_request as f64));
             }
-            // A HAMi pod also asks for its slot's cores (percent) and framebuffer (MiB).
-            if let Some(&u) = p.units.first().filter(|&&u| sim.cluster.units[u].hami) {
-                let slot = &sim.cluster.units[u];
-                reqs.push(("nvidia_com_gpucores", "integer", (slot.share * 100.0).round()));
-                reqs.push(("nvidia_com_gpumem", "integer", slot.fb_mib as f64));
+            // A HAMi pod also asks for its share's cores (percent) and framebuffer (MiB), from
+            // its spec: pending too.
+            if let Some(pct) = p.resource.hami_pct() {
+                reqs.push(("nvidia_com_gpucores", "integer", pct as f64));
+                reqs.push(("nvidia_com_gpumem", "integer", hami_gpumem_mib(pct)));
             }
             for (res, unit, v) in reqs {
                 // Requests come from the pod spec, so pending pods have them too: with an empty
@@ -781,4 +781,10 @@ mod tests {
         assert_eq!(go_g(0.2), "0.2");
         assert_eq!(go_g(0.0), "0");
     }
+}
+
+/// The framebuffer (MiB) a HAMi pod of `pct` percent asks for: that share of the H100 the
+/// simulator's HAMi node has (a slot's own `fb_mib`).
+fn hami_gpumem_mib(pct: u32) -> f64 {
+    (super::cluster::H100.fb_mib as f64 * pct as f64 / 100.0).round()
 }

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 
 use chrono::DateTime;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, HAMI_SLOTS_PCT};
 use super::rng::Rng;
 use super::workload::{rhythm, Behavior, NamespaceSpec, Priority, Resource};
 
@@ -334,7 +334,9 @@ fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: 
     // Servers, notebooks and batch jobs take a HAMi vGPU where a node offers them (the draw
     // only then, so a pool without one schedules as before).
     let resource = if hami_offered && matches!(ns.container, "server" | "notebook" | "job") && rng.f64() < HAMI_JOB_FRAC {
-        Resource::Hami
+        // The share it asks for, one of the slots' (the pod waits for a free slot of it).
+        let slot = ((rng.f64() * HAMI_SLOTS_PCT.len() as f64) as usize).min(HAMI_SLOTS_PCT.len() - 1);
+        Resource::Hami(HAMI_SLOTS_PCT[slot])
     } else if rng.f64() < ns.mig_frac {
         Resource::Mig(if rng.f64() < 0.5 { "3g.40gb" } else { "4g.40gb" })
     } else if shared_offered && ns.shared_frac > 0.0 && rng.f64() < ns.shared_frac {
@@ -391,7 +393,7 @@ fn node_fits(cluster: &Cluster, ns: &NamespaceSpec, node: usize, resource: Resou
         Resource::Gpu => !n.mig && ns.models.contains(&n.model.kind) && !n.units.iter().any(|&u| cluster.units[u].hami),
         Resource::Mig(_) => n.mig,
         Resource::Shared => n.units.iter().any(|&u| cluster.units[u].time_sliced),
-        Resource::Hami => n.units.iter().any(|&u| cluster.units[u].hami),
+        Resource::Hami(_) => n.units.iter().any(|&u| cluster.units[u].hami),
     }
 }
 
@@ -400,7 +402,7 @@ fn unit_matches(cluster: &Cluster, u: usize, resource: Resource) -> bool {
         Resource::Gpu => !cluster.units[u].time_sliced && !cluster.units[u].hami,
         Resource::Mig(profile) => cluster.units[u].mig_profile == Some(profile),
         Resource::Shared => cluster.units[u].time_sliced,
-        Resource::Hami => cluster.units[u].hami,
+        Resource::Hami(pct) => cluster.units[u].hami && (cluster.units[u].share * 100.0).round() as u32 == pct,
     }
 }
 

@@ -47,17 +47,27 @@ pub enum Resource {
     Mig(&'static str),
     /// `nvidia.com/gpu.shared`: one time-slicing replica of a shared GPU.
     Shared,
-    /// HAMi: one vGPU (`nvidia.com/gpu: 1`) with a slot's `nvidia.com/gpucores` and `gpumem`.
-    Hami,
+    /// HAMi: one vGPU (`nvidia.com/gpu: 1`) with `nvidia.com/gpucores` of this many percent
+    /// (chosen with the pod, so a pending pod asks for it too) and that share of the GPU's
+    /// framebuffer as `gpumem`; it fits a slot of that share.
+    Hami(u32),
 }
 
 impl Resource {
+    /// A HAMi vGPU's share of its GPU in percent (`nvidia.com/gpucores`).
+    pub fn hami_pct(self) -> Option<u32> {
+        match self {
+            Resource::Hami(pct) => Some(pct),
+            _ => None,
+        }
+    }
+
     pub fn name(self) -> String {
         match self {
             Resource::Gpu => "nvidia.com/gpu".into(),
             Resource::Mig(p) => format!("nvidia.com/mig-{p}"),
             Resource::Shared => "nvidia.com/gpu.shared".into(),
-            Resource::Hami => "nvidia.com/gpu".into(),
+            Resource::Hami(_) => "nvidia.com/gpu".into(),
         }
     }
 }
