@@ -502,6 +502,32 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
         }
     }
     assert!(weighted_apart >= 1, "a namespace whose pending demand is mostly HAMi vGPUs: {oracle:?}");
+
+    // Idle but held: without the vGPU monitor's utilisation a holder takes its GPU's, busy
+    // with the other tenants' work; with its last-kernel series (seconds since it last
+    // launched a kernel) a holder that launched none for a step is idle in it. With the
+    // utilisation the HAMi tenants' allocated-but-idle GPU-hours are the ledger's; by the
+    // last kernel they are more than with neither and never more than the ledger's (a step
+    // where an idle pod launched a kernel at 1-3% has no utilisation of its own and reads as
+    // the GPU's: the idle runs it breaks are not counted).
+    let no_util = "\n[prometheus.metrics]\nhami_container_util = \"hami_not_scraped\"";
+    write_config(dir, "k.toml", &prom.url(), "lake-k", no_util);
+    let out = common::run_ok(dir, &["--config", "k.toml", "collect", "--from", FROM, "--to", TO]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("launched no kernel in the step"), "{log}");
+    write_config(dir, "n.toml", &prom.url(), "lake-n", &format!("{no_util}\nhami_last_kernel = \"hami_not_scraped\""));
+    common::run_ok(dir, &["--config", "n.toml", "collect", "--from", FROM, "--to", TO]);
+    let (with_util, by_kernel, neither) = (idle_gpu_hours(dir, "h.toml"), idle_gpu_hours(dir, "k.toml"), idle_gpu_hours(dir, "n.toml"));
+    for ns in ["team-inference", "team-research", "team-batch"] {
+        let want = ledger["namespaces"][ns]["idle_gpu_hours"].number().unwrap();
+        let got = |m: &BTreeMap<String, f64>| m.get(ns).copied().unwrap_or(0.0);
+        eprintln!("{ns:>16} idle GPU-h: ledger {want:.3}, with utilisation {:.3}, by last kernel {:.3}, neither {:.3}", got(&with_util), got(&by_kernel), got(&neither));
+        assert!((got(&with_util) - want).abs() <= want * 0.01 + 0.01, "{ns}: idle with the vGPU monitor's utilisation {} vs the ledger's {want}", got(&with_util));
+        assert!(got(&by_kernel) <= want * 1.005 + 0.01, "{ns}: idle by the last kernel {} is more than the ledger's {want}", got(&by_kernel));
+        if want > 1.0 {
+            assert!(got(&by_kernel) >= got(&neither) * 1.3, "{ns}: idle by the last kernel {} vs {} without it", got(&by_kernel), got(&neither));
+        }
+    }
     // Completeness counts the HAMi node's 4 GPUs, not its 40 vGPUs.
     let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
     assert_eq!(c["dcgm"]["expected"].as_i64().unwrap(), ledger["pool_unit_steps"].as_i64().unwrap(), "expected: the unit-steps the pool held");

@@ -180,12 +180,13 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
     let shares = HamiShares::build(from, step, ((to - from) / step) as usize, &hami_series, cfg, sharing.hami_share);
     if shares.gpus() > 0 {
         tracing::info!(
-            "{}HAMi: holders of {} GPUs from its scheduler's allocations (sharing.hami_share = {:?}); {} GPU-steps whose holders added up to more than the GPU scaled down to it; {} holder-steps without the vGPU monitor's utilisation take the GPU's",
+            "{}HAMi: holders of {} GPUs from its scheduler's allocations (sharing.hami_share = {:?}); {} GPU-steps whose holders added up to more than the GPU scaled down to it; {} holder-steps without the vGPU monitor's utilisation take the GPU's; {} more launched no kernel in the step (hami_container_last_kernel_elapsed_seconds) and are idle",
             in_cluster(name, cfg),
             shares.gpus(),
             sharing.hami_share,
             shares.scaled_steps,
-            shares.without_util
+            shares.without_util,
+            shares.idle_by_kernel
         );
     }
     grid.set_hami(shares);

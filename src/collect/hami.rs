@@ -4,7 +4,10 @@
 //! pod. HAMi's scheduler says who was given what (`hami_vgpu_core_allocated_ratio`, percent of
 //! the GPU's cores, and `hami_vgpu_memory_allocated_bytes`, per container and `device_uuid`;
 //! `hami_gpu_memory_limit_bytes` per device), and its vGPU monitor how hard each container
-//! worked (`hami_container_device_utilization_ratio`, its part of the whole GPU's work, 0-100).
+//! worked (`hami_container_device_utilization_ratio`, its part of the whole GPU's work, 0-100)
+//! and how long since each last launched a kernel (`hami_container_last_kernel_elapsed_seconds`:
+//! where the utilisation is not scraped, a holder with no kernel for a step's length is idle in
+//! it, not as busy as the GPU others work on).
 //! A holder's part of a step is its allocated share (`[sharing] hami_share`) times the part of
 //! the step its series covers: a series stands from half-way to the scrape before its first to
 //! half-way to the scrape after its last (the pod started and ended somewhere in between), gaps
@@ -25,10 +28,11 @@ pub enum HamiMetric {
     MemoryAllocated,
     MemoryLimit,
     ContainerUtil,
+    LastKernel,
 }
 
 impl HamiMetric {
-    pub const ALL: [HamiMetric; 4] = [HamiMetric::CoreAllocated, HamiMetric::MemoryAllocated, HamiMetric::MemoryLimit, HamiMetric::ContainerUtil];
+    pub const ALL: [HamiMetric; 5] = [HamiMetric::CoreAllocated, HamiMetric::MemoryAllocated, HamiMetric::MemoryLimit, HamiMetric::ContainerUtil, HamiMetric::LastKernel];
 
     /// The configured metric name (`[prometheus.metrics] hami_*`).
     pub fn name(self, cfg: &PrometheusConfig) -> &str {
@@ -38,6 +42,7 @@ impl HamiMetric {
             HamiMetric::MemoryAllocated => &m.hami_memory_allocated,
             HamiMetric::MemoryLimit => &m.hami_memory_limit,
             HamiMetric::ContainerUtil => &m.hami_container_util,
+            HamiMetric::LastKernel => &m.hami_last_kernel,
         }
     }
 }
@@ -62,6 +67,9 @@ pub struct HamiShares {
     pub scaled_steps: usize,
     /// Holder-steps without a utilisation of their own (the GPU's is used).
     pub without_util: usize,
+    /// Holder-steps without the vGPU monitor's utilisation that launched no kernel in the step
+    /// (`hami_container_last_kernel_elapsed_seconds` at least the step): idle, 0%.
+    pub idle_by_kernel: usize,
 }
 
 /// One series' samples, its chunks joined, in time order.
@@ -99,17 +107,20 @@ impl HamiShares {
         type Alloc = (Vec<(i64, f64)>, Vec<(i64, f64)>);
         let mut allocs: BTreeMap<(String, Holder), Alloc> = BTreeMap::new();
         let mut utils: BTreeMap<(String, Holder), Vec<(i64, f64)>> = BTreeMap::new();
+        let mut kernels: BTreeMap<(String, Holder), Vec<(i64, f64)>> = BTreeMap::new();
         for ((m, l), samples) in &joined {
             let (Some(uuid), Some(holder)) = (uuid_of(l), who(l)) else { continue };
             match m {
                 HamiMetric::CoreAllocated => allocs.entry((uuid, holder)).or_default().0.extend_from_slice(samples),
                 HamiMetric::MemoryAllocated => allocs.entry((uuid, holder)).or_default().1.extend_from_slice(samples),
                 HamiMetric::ContainerUtil => utils.entry((uuid, holder)).or_default().extend_from_slice(samples),
+                HamiMetric::LastKernel => kernels.entry((uuid, holder)).or_default().extend_from_slice(samples),
                 HamiMetric::MemoryLimit => {}
             }
         }
         let lookback = cfg.lookback_secs as i64 * 1000;
         let to = from + cells as i64 * step;
+        let mut idle_by_kernel = 0;
         for ((uuid, holder), (cores, memory)) in allocs {
             // The share at each scrape: the cores' samples, with the memory at the same scrape.
             let limit = memory_limit.get(&uuid).copied();
@@ -124,6 +135,7 @@ impl HamiShares {
             }
             let h = out.holder_index(&holder);
             let util = utils.get(&(uuid.clone(), holder.clone()));
+            let kernel = kernels.get(&(uuid.clone(), holder.clone()));
             let grid = out.gpus.entry(uuid).or_insert_with(|| vec![Vec::new(); cells]);
             let interval = super::dcgm::median_gap(&times).unwrap_or(step);
             for (i, &(t, share)) in times.iter().enumerate() {
@@ -140,17 +152,26 @@ impl HamiShares {
                     }
                     let cell = &mut grid[c as usize];
                     let util_pct = util.and_then(|u| standing(u, cs, step, lookback)).map(|r| (r / share).min(100.0).max(0.0));
+                    // Without a utilisation of its own, a holder that launched no kernel for
+                    // the step's length worked nothing in it (the GPU's utilisation is others').
+                    let idle = util_pct.is_none() && kernel.and_then(|k| standing(k, cs, step, lookback)).is_some_and(|s| s * 1000.0 >= step as f64);
+                    let util_pct = if idle { Some(0.0) } else { util_pct };
                     match cell.iter_mut().find(|p| p.holder == h) {
                         Some(p) => {
                             p.share += share * part;
+                            idle_by_kernel += usize::from(idle && p.util_pct.is_none());
                             p.util_pct = p.util_pct.or(util_pct);
                         }
-                        None => cell.push(HamiPart { holder: h, share: share * part, util_pct }),
+                        None => {
+                            idle_by_kernel += usize::from(idle);
+                            cell.push(HamiPart { holder: h, share: share * part, util_pct });
+                        }
                     }
                     c += 1;
                 }
             }
         }
+        out.idle_by_kernel = idle_by_kernel;
         for grid in out.gpus.values_mut() {
             for cell in grid.iter_mut() {
                 let total: f64 = cell.iter().map(|p| p.share).sum();
@@ -208,6 +229,22 @@ mod tests {
 
     fn series(pairs: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
         Series { labels: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), samples: samples.to_vec() }
+    }
+
+    /// Without the vGPU monitor's utilisation: a holder whose last kernel was at least a step
+    /// ago at the step's scrape is idle there (0%); one that launched a kernel within the step
+    /// has no utilisation of its own (the GPU's is used).
+    #[test]
+    fn a_holder_that_launched_no_kernel_for_a_step_is_idle_in_it() {
+        let cfg = PrometheusConfig::default();
+        let a = [("namespace", "a"), ("pod", "p1"), ("device_uuid", "GPU-1"), ("container_index", "0")];
+        let cores = series(&a, &[(7_000, 25.0), (37_000, 25.0), (67_000, 25.0)]);
+        let kernel = series(&[("namespace", "a"), ("pod", "p1"), ("device_uuid", "GPU-1"), ("container", "c")], &[(7_000, 3.0), (37_000, 33.0), (67_000, 63.0)]);
+        let input = [(HamiMetric::CoreAllocated, &cores), (HamiMetric::LastKernel, &kernel)];
+        let h = HamiShares::build(0, 30_000, 3, &input, &cfg, HamiShare::Max);
+        let util = |c: usize| h.at("GPU-1", c).unwrap()[0].util_pct;
+        assert_eq!((util(0), util(1), util(2)), (None, Some(0.0), Some(0.0)));
+        assert_eq!((h.idle_by_kernel, h.without_util), (2, 1));
     }
 
     /// Two pods on one GPU at 25% and 50% cores, scraped every 30 s at +7 s; the second leaves

@@ -87,6 +87,7 @@ impl Default for MetricNames {
             hami_memory_allocated: "hami_vgpu_memory_allocated_bytes".into(),
             hami_memory_limit: "hami_gpu_memory_limit_bytes".into(),
             hami_container_util: "hami_container_device_utilization_ratio".into(),
+            hami_last_kernel: "hami_container_last_kernel_elapsed_seconds".into(),
         }
     }
 }

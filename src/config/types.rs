@@ -338,6 +338,8 @@ pub struct MetricNames {
     pub hami_memory_allocated: String,
     pub hami_memory_limit: String,
     pub hami_container_util: String,
+    /// The vGPU monitor's seconds since each container last launched a kernel (idle-but-held).
+    pub hami_last_kernel: String,
 }
 
 impl MetricNames {

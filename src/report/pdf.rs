@@ -88,7 +88,7 @@ pub fn print(browser: &Path, page: &Path, out: &Path, fixed_date: &str) -> Resul
             return Err(PdfError::NoPdf { browser: name, page: page.into(), status: status.to_string(), stderr: tail });
         }
     };
-    let fixed = fix_dates(bytes, fixed_date);
+    let fixed = fix_node_ids(fix_dates(bytes, fixed_date));
     crate::atomic::write_atomic(out, &fixed).map_err(|source| PdfError::Write { path: out.into(), source })
 }
 
@@ -135,6 +135,30 @@ pub fn fix_dates(mut pdf: Vec<u8>, fixed_date: &str) -> Vec<u8> {
     pdf
 }
 
+/// Renumbers the tagged PDF's structure element IDs (`(node00000054)`: Chromium's
+/// accessibility node ids, which an extra node made on a busy machine shifts by one from run to
+/// run) in order of first appearance, each the same 8 digits, so no byte offset moves
+/// and every reference (the elements' `/ID`, the `/IDTree`) keeps naming the same element.
+pub fn fix_node_ids(mut pdf: Vec<u8>) -> Vec<u8> {
+    const KEY: &[u8] = b"(node";
+    let mut renumbered: std::collections::HashMap<Vec<u8>, Vec<u8>> = std::collections::HashMap::new();
+    let mut from = 0;
+    while let Some(at) = find(&pdf[from..], KEY).map(|i| i + from + KEY.len()) {
+        let digits = pdf[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+        from = at + digits;
+        if digits != 8 || pdf.get(at + digits) != Some(&b')') {
+            continue;
+        }
+        let next = renumbered.len() + 1;
+        let new = renumbered.entry(pdf[at..at + digits].to_vec()).or_insert_with(|| format!("{next:0digits$}").into_bytes());
+        if new.len() == digits {
+            pdf[at..at + digits].copy_from_slice(new);
+        }
+        // (More than 10^8 elements would keep their own numbers: never on a month's page.)
+    }
+    pdf
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
@@ -148,5 +172,15 @@ mod tests {
         assert_eq!(out.len(), pdf.len());
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("/CreationDate (D:20261201000000+00'00')") && text.contains("/ModDate (D:20261201000000+00'00')"), "{text}");
+    }
+
+    /// Two prints of one page whose accessibility node ids are shifted by one are the same
+    /// bytes once renumbered; each id keeps naming one element (the /IDTree's names too).
+    #[test]
+    fn structure_ids_are_renumbered_in_order() {
+        let print = |k: u32| format!("<</S /TH /ID (node{:08})>> <</S /TD /ID (node{:08})>> /IDTree <</Names [(node{:08}) 5 0 R (node{:08}) 6 0 R]>> (node12)", 54 + k, 61 + k, 54 + k, 61 + k).into_bytes();
+        let (a, b) = (super::fix_node_ids(print(0)), super::fix_node_ids(print(1)));
+        assert_eq!(a, b);
+        assert_eq!(String::from_utf8(a).unwrap(), "<</S /TH /ID (node00000001)>> <</S /TD /ID (node00000002)>> /IDTree <</Names [(node00000001) 5 0 R (node00000002) 6 0 R]>> (node12)");
     }
 }

@@ -433,6 +433,28 @@ impl<W: Write> OmWriter<'_, W> {
                 }
             }
         }
+        // The vGPU monitor's seconds since each container last launched a kernel: 0 at a scrape
+        // where it works (utilisation of 1% or more), else the time since the last such scrape
+        // (or since it got the vGPU).
+        self.family("hami_container_last_kernel_elapsed_seconds", "Container time since last kernel launch")?;
+        for &u in &slots {
+            let unit = &sim.cluster.units[u];
+            let slot = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
+            let times = self.scrape_times(unit.node);
+            for (pod, times) in runs(&times, u) {
+                let (who, uuid, _) = holder_labels(u, pod);
+                let labels = format!("container=\"{}\",device_uuid=\"{uuid}\",{who},vdevice_index=\"0\",instance=\"{}:9394\",job=\"hami-vgpu-monitor\"", sim.namespaces[sim.schedule.pods[pod].ns].container, sim.cluster.nodes[unit.node].name);
+                let mut last_kernel = None;
+                for ts in times {
+                    let g = self.model.gpu_at(unit.gpu, ts);
+                    if self.util_at(unit.gpu, slot, &g, ts) >= 1.0 {
+                        last_kernel = Some(ts);
+                    }
+                    let since = last_kernel.or(sim.schedule.pods[pod].started).unwrap_or(ts).min(ts);
+                    self.sample("hami_container_last_kernel_elapsed_seconds", &labels, &go_g(((ts - since) / 1000) as f64), ts)?;
+                }
+            }
+        }
         Ok(())
     }
 
