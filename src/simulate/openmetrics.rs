@@ -418,25 +418,10 @@ impl<W: Write> OmWriter<'_, W> {
                 self.sample("hami_gpu_memory_limit_bytes", &labels, &value, ts)?;
             }
         }
-        self.family("hami_container_device_utilization_ratio", "Container device utilization ratio")?;
-        for &u in &slots {
-            let unit = &sim.cluster.units[u];
-            let slot = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
-            let times = self.scrape_times(unit.node);
-            for (pod, times) in runs(&times, u) {
-                let (who, uuid, _) = holder_labels(u, pod);
-                let labels = format!("container=\"{}\",device_uuid=\"{uuid}\",{who},vdevice_index=\"0\",instance=\"{}:9394\",job=\"hami-vgpu-monitor\"", sim.namespaces[sim.schedule.pods[pod].ns].container, sim.cluster.nodes[unit.node].name);
-                for ts in times {
-                    let g = self.model.gpu_at(unit.gpu, ts);
-                    let ratio = self.util_at(unit.gpu, slot, &g, ts) * g.shares[slot];
-                    self.sample("hami_container_device_utilization_ratio", &labels, &format!("{}", ratio.round()), ts)?;
-                }
-            }
-        }
-        // The vGPU monitor's seconds since each container last launched a kernel: 0 at a scrape
-        // where it works (utilisation of 1% or more), else the time since the last such scrape
-        // (or since it got the vGPU).
-        self.family("hami_container_last_kernel_elapsed_seconds", "Container time since last kernel launch")?;
+        // The vGPU monitor's series per container and run on a vGPU: its part of the GPU's
+        // utilisation, and the seconds since it last launched a kernel (0 at a scrape where it
+        // works, 1% or more; else since the last such scrape, or since it got the vGPU).
+        let mut monitor: Vec<(String, Vec<(i64, f64, i64)>)> = Vec::new();
         for &u in &slots {
             let unit = &sim.cluster.units[u];
             let slot = sim.cluster.gpus[unit.gpu].units.iter().position(|&x| x == u).expect("unit of its gpu");
@@ -445,14 +430,31 @@ impl<W: Write> OmWriter<'_, W> {
                 let (who, uuid, _) = holder_labels(u, pod);
                 let labels = format!("container=\"{}\",device_uuid=\"{uuid}\",{who},vdevice_index=\"0\",instance=\"{}:9394\",job=\"hami-vgpu-monitor\"", sim.namespaces[sim.schedule.pods[pod].ns].container, sim.cluster.nodes[unit.node].name);
                 let mut last_kernel = None;
-                for ts in times {
-                    let g = self.model.gpu_at(unit.gpu, ts);
-                    if self.util_at(unit.gpu, slot, &g, ts) >= 1.0 {
-                        last_kernel = Some(ts);
-                    }
-                    let since = last_kernel.or(sim.schedule.pods[pod].started).unwrap_or(ts).min(ts);
-                    self.sample("hami_container_last_kernel_elapsed_seconds", &labels, &go_g(((ts - since) / 1000) as f64), ts)?;
-                }
+                let samples = times
+                    .into_iter()
+                    .map(|ts| {
+                        let g = self.model.gpu_at(unit.gpu, ts);
+                        let util = self.util_at(unit.gpu, slot, &g, ts);
+                        if util >= 1.0 {
+                            last_kernel = Some(ts);
+                        }
+                        let since = last_kernel.or(sim.schedule.pods[pod].started).unwrap_or(ts).min(ts);
+                        (ts, util * g.shares[slot], (ts - since) / 1000)
+                    })
+                    .collect();
+                monitor.push((labels, samples));
+            }
+        }
+        self.family("hami_container_device_utilization_ratio", "Container device utilization ratio")?;
+        for (labels, samples) in &monitor {
+            for &(ts, ratio, _) in samples {
+                self.sample("hami_container_device_utilization_ratio", labels, &format!("{}", ratio.round()), ts)?;
+            }
+        }
+        self.family("hami_container_last_kernel_elapsed_seconds", "Container time since last kernel launch")?;
+        for (labels, samples) in &monitor {
+            for &(ts, _, elapsed_s) in samples {
+                self.sample("hami_container_last_kernel_elapsed_seconds", labels, &go_g(elapsed_s as f64), ts)?;
             }
         }
         Ok(())
