@@ -100,6 +100,14 @@ impl Window {
         (self.start.date_naive(), last)
     }
 
+    /// The first and last whole UTC day inside the window, if it holds one.
+    pub fn whole_days(&self) -> Option<(NaiveDate, NaiveDate)> {
+        let start = self.start.date_naive();
+        let first = if self.start.time() == NaiveTime::MIN { start } else { start.succ_opt()? };
+        let last = self.end.date_naive().pred_opt()?;
+        (first <= last).then_some((first, last))
+    }
+
     pub fn seconds(&self) -> i64 {
         (self.end - self.start).num_seconds()
     }

@@ -70,9 +70,9 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     let runs_task = QueryTask::spawn(ctx, "pod_run_days", queries.get("pod_run_days")?, window_params(window));
     let owners_task = QueryTask::spawn(ctx, "namespace_owners", queries.get("namespace_owners")?, vec![]);
     let gpus_task = QueryTask::spawn(ctx, "cluster_gpus", queries.get("cluster_gpus")?, window_params(window));
-    let days = whole_days(window);
-    let counters_task = match &days {
-        Some((first, last)) => Some(QueryTask::spawn(ctx, "energy_counters", queries.get("energy_counters")?, vec![str_param(first.clone()), str_param(last.clone())])),
+    let days = window.whole_days();
+    let counters_task = match days {
+        Some((first, last)) => Some(QueryTask::spawn(ctx, "energy_counters", queries.get("energy_counters")?, vec![str_param(day(first)), str_param(day(last))])),
         None => None,
     };
     let threads = ctx.state().config().target_partitions();
@@ -222,22 +222,15 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     })
 }
 
-/// The first and last whole UTC day of `window` (`YYYY-MM-DD`), if it holds one.
-fn whole_days(window: &Window) -> Option<(String, String)> {
-    let start = window.start.date_naive();
-    let first = if window.start.time() == chrono::NaiveTime::MIN { start } else { start.succ_opt()? };
-    let last = window.end.date_naive().pred_opt()?;
-    (first <= last).then(|| (first.format("%Y-%m-%d").to_string(), last.format("%Y-%m-%d").to_string()))
+/// A `date` partition's name.
+fn day(d: chrono::NaiveDate) -> String {
+    d.format("%Y-%m-%d").to_string()
 }
 
 /// `energy_counters.sql`'s rows (per day and GPU) summed into the check.
-fn counter_check(batches: &[arrow::array::RecordBatch], first_day: String, last_day: String) -> Result<CounterCheck> {
+fn counter_check(batches: &[arrow::array::RecordBatch], first: chrono::NaiveDate, last: chrono::NaiveDate) -> Result<CounterCheck> {
     const Q: &str = "energy_counters";
-    let day_count = |a: &str, b: &str| -> i64 {
-        let d = |x: &str| chrono::NaiveDate::parse_from_str(x, "%Y-%m-%d").ok();
-        d(a).zip(d(b)).map_or(0, |(a, b)| (b - a).num_days() + 1)
-    };
-    let mut check = CounterCheck { days: day_count(&first_day, &last_day), first_day, last_day, ..CounterCheck::default() };
+    let mut check = CounterCheck { days: (last - first).num_days() + 1, first_day: day(first), last_day: day(last), ..CounterCheck::default() };
     let mut recorded = std::collections::BTreeSet::new();
     // Per GPU: (rows' energy on counted steps, counter's delta), mJ.
     let mut gpus: BTreeMap<String, (i64, i64)> = BTreeMap::new();
