@@ -636,6 +636,85 @@ fn gpus_allocated_through_dra_claims() {
     }
 }
 
+/// A 2026 cluster, every way of holding a GPU at once (issue 44): a HAMi node (vGPUs of 50/25/15/10%),
+/// a whole-GPU node and a MIG node allocating through DRA claims, time-sliced and plain nodes, and
+/// the pool changing under them (an L4 node autoscaled in 06:00-18:00, a board replaced on the
+/// DRA node, the exporters rolled out). Each sharing layer is read by its own series and none
+/// takes another's GPUs: the pool is the ledger's inventory x existence, every GPU-step of the
+/// HAMi node is one GPU-step, the DRA nodes' pods are the simulator's (here the pods that would
+/// take MIG devices take HAMi vGPUs: the simulator draws HAMi first, so the MIG node idles),
+/// every namespace's GPU-hours and energy are within 0.5% of the ledger, the energy is the
+/// counters', and completeness counts the units that existed (4 HAMi GPUs, not 40 vGPUs).
+#[test]
+fn hami_and_dra_beside_a_pool_that_changes() {
+    if !tools_present() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (prom, ledger) = simulated_day(dir, "35", &["--hami-node", "--dra-nodes", "--autoscale", "--replace-gpu", "--exporter-rollout"]);
+    write_config(dir, "c.toml", &prom.url(), "lake", "");
+    let out = common::run_ok(dir, &["--config", "c.toml", "collect", "--from", FROM, "--to", TO]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("HAMi: holders of 4 GPUs") && log.contains("pods hold GPUs through ResourceClaims"), "both layers are read: {log}");
+    let query = |cfg: &str, sql: &str| common::parse_csv(&common::stdout(&common::run_ok(dir, &["--config", cfg, "query", sql, "--format", "csv"]))).1;
+
+    let report = chargeback_json(dir, "c.toml");
+    let rows = report["rows"].as_array().unwrap();
+    let pool_us = report["conservation"]["cluster_gpu_us"].number().unwrap();
+    let want_us = ledger["cluster_gpu_seconds"].number().unwrap() * 1e6;
+    eprintln!("pool: {:.4} GPU-h vs ledger {:.4}", pool_us / 3.6e9, want_us / 3.6e9);
+    assert!((pool_us - want_us).abs() <= want_us * 0.0005, "the pool {pool_us} GPU-us vs the ledger's inventory x existence {want_us}");
+    let k = &report["conservation"]["energy_counters"];
+    assert_eq!(k["conserved"].as_bool(), Some(true), "energy against the counters: {k}");
+    for r in rows {
+        for key in ["gpu_hours", "energy_kwh", "total_cost"] {
+            assert!(r[key].number().unwrap() >= 0.0, "no negative {key}: {r}");
+        }
+    }
+    let energy: f64 = rows.iter().map(|r| r["energy_kwh"].number().unwrap()).sum();
+    let want = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
+    eprintln!("pool energy: {energy:.4} kWh vs ledger {want:.4}");
+    assert!((energy - want).abs() <= want * 0.001, "pool energy {energy} kWh vs the ledger's {want}");
+    for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
+        for k in ["gpu_hours", "energy_kwh"] {
+            let want = truth[k].number().unwrap();
+            let got = rows.iter().find(|r| r["namespace"] == ns.as_str()).map_or(0.0, |r| r[k].number().unwrap());
+            eprintln!("{ns:>16} {k}: {got:.4} vs ledger {want:.4}");
+            assert!((got - want).abs() <= want * 0.005 + 1e-3, "{ns} {k}: {got} collected vs the ledger's {want}");
+        }
+    }
+
+    // HAMi: every GPU-step of its node is its holders and the rest, one GPU-step.
+    let steps = query(
+        "c.toml",
+        "SELECT count(*), sum(CASE WHEN abs(s - 1.0) > 1e-9 THEN 1 ELSE 0 END), sum(held) FROM (SELECT gpu_uuid, ts, sum(share) AS s, \
+         max(CASE WHEN pod IS NOT NULL THEN 1 ELSE 0 END) AS held FROM gpu_samples WHERE node = 'gpu-node-hami-01' GROUP BY 1, 2)",
+    );
+    assert_eq!((steps[0][0].as_str(), steps[0][1].as_str()), ((4 * 2880).to_string().as_str(), "0"), "every HAMi GPU-step conserved: {steps:?}");
+    assert!(steps[0][2].parse::<i64>().unwrap() > 2 * 2880, "the HAMi GPUs held most of the day: {steps:?}");
+
+    // DRA: the pods of both DRA nodes, whole GPUs and MIG devices, as the simulator's lake has them.
+    write_config(dir, "truth.toml", &prom.url(), "sim/lake", "");
+    let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
+    let mut dra_nodes: Vec<&str> = om.match_indices("dra_pool_name=\"").map(|(i, m)| om[i + m.len()..].split('"').next().unwrap()).collect();
+    dra_nodes.sort_unstable();
+    dra_nodes.dedup();
+    assert!(dra_nodes.contains(&"gpu-node-01"), "the whole-GPU DRA node's devices are claimed: {dra_nodes:?}");
+    let nodes = dra_nodes.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ");
+    let pods_sql = format!("SELECT CAST(node AS VARCHAR), CAST(pod AS VARCHAR), CAST(gpu_resource AS VARCHAR), gpu_request FROM pods WHERE node IN ({nodes}) ORDER BY 1, 2");
+    let (got, want) = (query("c.toml", &pods_sql), query("truth.toml", &pods_sql));
+    assert!(want.len() >= 5, "pods on the DRA nodes: {want:?}");
+    assert_eq!(got, want, "the DRA pods' devices as their requests");
+
+    // Completeness: the units that existed, each measured at every step.
+    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "c.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let (expected, present) = (c["dcgm"]["expected"].as_i64().unwrap(), c["dcgm"]["present"].as_i64().unwrap());
+    eprintln!("completeness: {present} of {expected}");
+    assert_eq!(expected, ledger["pool_unit_steps"].as_i64().unwrap(), "expected: the unit-steps the pool held");
+    assert!(present as f64 >= expected as f64 * 0.995, "no real outage: {present} of {expected}");
+}
+
 /// A day shaped like a cloud cluster's, backfilled into a real Prometheus and collected: an L4
 /// node the autoscaler adds at 06:00 and removes at 18:00, a GPU board replaced (out 12:00-12:30,
 /// then a new UUID), the dcgm-exporter DaemonSet rolled out on every node (70 s without a
