@@ -145,6 +145,18 @@ fn idle_gpu_hours(dir: &Path, cfg: &str) -> BTreeMap<String, f64> {
     by_ns["rows"].as_array().unwrap().iter().map(|r| (r["namespace"].as_str().unwrap().to_string(), r["idle_gpu_hours"].number().unwrap())).collect()
 }
 
+/// The idle report's band per namespace: (idle_gpu_hours_low, idle_gpu_hours_high).
+fn idle_band(dir: &Path, cfg: &str) -> BTreeMap<String, (f64, f64)> {
+    let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "idle", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let by_ns = idle.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
+    by_ns["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["namespace"].as_str().unwrap().to_string(), (r["idle_gpu_hours_low"].number().unwrap(), r["idle_gpu_hours_high"].number().unwrap())))
+        .collect()
+}
+
 /// The lake's files and their bytes, without the lock.
 fn lake_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     if !dir.exists() {
@@ -267,13 +279,13 @@ fn real_utilisation_scraped_every_15_s() {
 /// two scrapes a step apart. Each such interval is split at half-way between the scrapes either
 /// side, its counter delta by time x each holder's power: every namespace's energy is within
 /// 0.5% of the ledger (the energy the trace's pods drew), its GPU-hours too, and the pool's
-/// allocated-but-idle GPU-hours within 1%; per namespace within 3%. (team-recsys is 2.6% low
-/// here, and as low on the simulator's own lake, exact on the step (17.67 against the ledger's
-/// 18.18); the collected lake is within 0.43% of the simulator's lake for every namespace. The
-/// gap is runs at the 30-minute edge: a 60 s grid measures a run's length to a step, so a run
-/// of 29.5 minutes is in or out by where the pod started in its first step. Measured in exact
-/// held time instead of steps any part held, the ledger's team-recsys is 17.19, 3.0% under
-/// the report; no rule on the grid resolves the edge, so one namespace's few edge runs set it.)
+/// allocated-but-idle GPU-hours within 1%. Per namespace the ledger's idle time is inside the
+/// report's band (within 1%): a 60 s grid measures a run's length to a step, so a run of 29.5
+/// minutes is in or out by where the pod started in its first step (team-recsys reads 17.67
+/// against the ledger's 18.18, exactly so on the simulator's own lake; measured in exact held
+/// time instead of steps it reads 17.19, no nearer). The band names those runs: low leaves out
+/// the counted runs within a step of the minimum, high adds those a step short; it is narrow
+/// (every namespace's under 15% of its idle time: a few 30-minute runs) or it would say nothing.
 #[test]
 fn real_utilisation_scraped_every_57_s_on_a_60_s_step() {
     if !tools_present() {
@@ -287,18 +299,25 @@ fn real_utilisation_scraped_every_57_s_on_a_60_s_step() {
     common::run_ok(dir, &["--config", "u.toml", "collect", "--from", FROM, "--to", TO]);
     agrees_with_ledger(&chargeback_json(dir, "u.toml"), &ledger);
     let idle = idle_gpu_hours(dir, "u.toml");
-    let (mut idle_total, mut idle_got) = (0.0, 0.0);
+    let band = idle_band(dir, "u.toml");
+    let (mut idle_total, mut idle_got, mut outside) = (0.0, 0.0, 0);
     for (ns, truth) in ledger["namespaces"].as_object().unwrap() {
         if ns == "__unallocated__" || truth["gpu_seconds"].number().unwrap() == 0.0 {
             continue;
         }
         let got = idle.get(ns).copied().unwrap_or(0.0);
+        let (low, high) = band.get(ns).copied().unwrap_or((0.0, 0.0));
         let want = truth["idle_gpu_hours"].number().unwrap();
         idle_total += want;
         idle_got += got;
-        eprintln!("{ns:>16} idle_gpu_hours: {got:.4} vs ledger {want:.4} ({:+.2}%)", (got - want) / want * 100.0);
-        assert!((got - want).abs() <= want * 0.03 + 1e-3, "{ns} idle {got} GPU-h vs ledger {want}");
+        eprintln!("{ns:>16} idle_gpu_hours: {got:.4} ({low:.4} to {high:.4}) vs ledger {want:.4} ({:+.2}%)", (got - want) / want * 100.0);
+        assert!(low <= got && got <= high, "{ns}: the band {low}..{high} holds the figure {got}");
+        assert!(high - low <= got * 0.15, "{ns}: the band {low}..{high} is narrow beside {got} GPU-h");
+        assert!(want >= low * 0.99 - 1e-3 && want <= high * 1.01 + 1e-3, "{ns} idle: the ledger's {want} GPU-h outside the band {low}..{high}");
+        outside += usize::from((got - want).abs() > want * 0.01);
     }
+    // The band is the edge, not the rule: most namespaces are within 1% on the figure itself.
+    assert!(outside <= 1, "{outside} namespaces over 1% off the ledger's idle time");
     eprintln!("idle_gpu_hours, every namespace: {idle_got:.4} vs ledger {idle_total:.4}");
     assert!(idle_total > 50.0, "the trace's idle stretches make real idle GPU time: {idle_total} GPU-h");
     assert!((idle_got - idle_total).abs() <= idle_total * 0.01, "allocated-but-idle {idle_got} GPU-h vs the ledger's {idle_total}");

@@ -57,6 +57,7 @@ fn streaming_pass_equals_the_windowed_sql() {
     let config = Config::default();
     let queries = Queries::new(None);
     let mut compared = 0;
+    let mut edges = (0, 0);
     // At the default threshold the whole days 2 and 3 come from their idle rollups (runs of at
     // least 30 minutes, and of at least a minute, the shortest they keep); at 30 % from the samples.
     for rule in [IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, IdleRule { util_threshold_pct: 5.0, min_secs: 60 }, IdleRule { util_threshold_pct: 30.0, min_secs: 60 }] {
@@ -69,6 +70,9 @@ fn streaming_pass_equals_the_windowed_sql() {
         assert!(want.len() > 100, "the lake holds pods: {}", want.len());
         let runs: i64 = want.iter().map(|r| r.split('|').nth(8).unwrap().parse::<i64>().unwrap()).sum();
         assert!(runs > 10, "threshold {}: idle runs found: {runs}", rule.util_threshold_pct);
+        // The band's two edges (runs within a step of the minimum, counted and not) are found too.
+        let edge = |col: usize| want.iter().filter(|r| r.split('|').nth(col).unwrap() != "0").count();
+        edges = (edges.0 + edge(10), edges.1 + edge(11));
         for (w, g) in want.iter().zip(&got) {
             assert_eq!(w, g, "threshold {} min {} s: windowed SQL vs streaming pass", rule.util_threshold_pct, rule.min_secs);
         }
@@ -76,6 +80,7 @@ fn streaming_pass_equals_the_windowed_sql() {
         compared += want.len();
     }
     assert!(compared > 300);
+    assert!(edges.0 > 0 && edges.1 > 0, "pods with counted runs within a step of the minimum, and with runs a step short: {edges:?}");
     // Pods on the time-sliced GPU (several at the same step) and on MIG instances are among them.
     let scan = scan(&lake, &window, IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, None).unwrap();
     let (counted, sliced, mig) = rt.block_on(async {

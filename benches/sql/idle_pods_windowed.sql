@@ -37,18 +37,22 @@ r AS (
   FROM s
 ),
 runs AS (
-  SELECT r.namespace, r.pod, r.gpu_uuid, r.gi, r.gpu_model, r.island, MIN(r.ts) AS start, SUM(r.gpu_us) AS gpu_us
+  SELECT r.namespace, r.pod, r.gpu_uuid, r.gi, r.gpu_model, r.island, MIN(r.ts) AS start, SUM(r.gpu_us) AS gpu_us,
+    SUM(CAST(r.step_s AS BIGINT)) AS secs, COUNT(*) AS steps
   FROM r
   WHERE r.idle = 1
   GROUP BY r.namespace, r.pod, r.gpu_uuid, r.gi, r.gpu_model, r.island
-  HAVING SUM(CAST(r.step_s AS BIGINT)) >= CAST($6 AS BIGINT)
 ),
 idle AS (
   SELECT
     x.namespace, x.pod, x.gpu_model,
-    SUM(x.gpu_us)                                                                      AS idle_gpu_us,
-    COUNT(*)                                                                           AS idle_runs,
-    SUM(CAST(x.gpu_us AS DECIMAL(38, 0)) * COALESCE(p.price_per_hour, CAST(0 AS DECIMAL(18, 6)))) AS idle_cost_us
+    SUM(CASE WHEN x.secs >= CAST($6 AS BIGINT) THEN x.gpu_us ELSE 0 END)                AS idle_gpu_us,
+    SUM(CASE WHEN x.secs >= CAST($6 AS BIGINT) THEN 1 ELSE 0 END)                       AS idle_runs,
+    SUM(CASE WHEN x.secs >= CAST($6 AS BIGINT) THEN CAST(x.gpu_us AS DECIMAL(38, 0)) * COALESCE(p.price_per_hour, CAST(0 AS DECIMAL(18, 6))) END) AS idle_cost_us,
+    -- The band at the grid's resolution: counted runs within a step of $6, and runs a step
+    -- short of it (a step: the run's mean, secs / steps, compared in integers).
+    SUM(CASE WHEN x.secs >= CAST($6 AS BIGINT) AND x.secs * x.steps < CAST($6 AS BIGINT) * x.steps + x.secs THEN x.gpu_us ELSE 0 END) AS edge_in_gpu_us,
+    SUM(CASE WHEN x.secs < CAST($6 AS BIGINT) AND x.secs * x.steps + x.secs >= CAST($6 AS BIGINT) * x.steps THEN x.gpu_us ELSE 0 END) AS edge_out_gpu_us
   FROM runs x
   LEFT JOIN gpu_prices p ON p.model = CAST(x.gpu_model AS VARCHAR) AND p.mig_profile IS NULL AND x.start >= p.effective_from AND x.start < p.effective_to
   GROUP BY x.namespace, x.pod, x.gpu_model
@@ -67,7 +71,9 @@ SELECT
   CAST(h.namespace AS VARCHAR) AS namespace, CAST(h.pod AS VARCHAR) AS pod, CAST(h.gpu_model AS VARCHAR) AS gpu_model, h.held_gpu_us, h.steps, h.idle_steps, h.drops,
   COALESCE(i.idle_gpu_us, 0)                                       AS idle_gpu_us,
   COALESCE(i.idle_runs, 0)                                         AS idle_runs,
-  COALESCE(i.idle_cost_us, CAST(0 AS DECIMAL(38, 6)))               AS idle_cost_us
+  COALESCE(i.idle_cost_us, CAST(0 AS DECIMAL(38, 6)))               AS idle_cost_us,
+  COALESCE(i.edge_in_gpu_us, 0)                                    AS edge_in_gpu_us,
+  COALESCE(i.edge_out_gpu_us, 0)                                   AS edge_out_gpu_us
 FROM held h
 LEFT JOIN idle i ON i.namespace = h.namespace AND i.pod = h.pod AND i.gpu_model = h.gpu_model
 ORDER BY 1, 2, 3

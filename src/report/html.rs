@@ -564,8 +564,17 @@ impl MonthPage<'_> {
             let ns = col(idle, "namespace");
             let hrs = col(idle, "idle_gpu_hours");
             let cost = col(idle, "idle_cost");
-            let items: Vec<(String, f64, String)> =
-                (0..ns.len()).map(|i| (ns[i].text(), num(hrs[i]), format!("{} GPU-h idle · {} {cur}", cell_text("idle_gpu_hours", hrs[i]), cell_text("idle_cost", cost[i])))).collect();
+            let (low, high) = (col(idle, "idle_gpu_hours_low"), col(idle, "idle_gpu_hours_high"));
+            let items: Vec<(String, f64, String)> = (0..ns.len())
+                .map(|i| {
+                    // The band at the step's resolution, where it is one.
+                    let band = match (low.get(i), high.get(i)) {
+                        (Some(l), Some(h)) if num(l) != num(h) => format!(" ({} to {})", cell_text("idle_gpu_hours", l), cell_text("idle_gpu_hours", h)),
+                        _ => String::new(),
+                    };
+                    (ns[i].text(), num(hrs[i]), format!("{} GPU-h idle{band} · {} {cur}", cell_text("idle_gpu_hours", hrs[i]), cell_text("idle_cost", cost[i])))
+                })
+                .collect();
             body.push_str("<h2>Waste: allocated but idle GPU-hours per namespace</h2>");
             body.push_str(&bars("idle", &items, "#8c564b"));
         }

@@ -61,6 +61,19 @@ struct PodIdle {
     idle: i64,
     runs: i64,
     cost: i128,
+    /// GPU-us of counted runs within a step of the minimum, and of runs a step short of it.
+    edge_in: i64,
+    edge_out: i64,
+}
+
+/// A namespace's sums over its pods: idle, held, cost, and the band's two edges.
+#[derive(Default)]
+struct NamespaceIdle {
+    idle: i64,
+    held: i64,
+    cost: i128,
+    edge_in: i64,
+    edge_out: i64,
 }
 
 impl PodIdle {
@@ -108,22 +121,27 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     // A month of 10,000 GPUs has over a million pods: each row is summed into its namespace,
     // and only the pods a section lists (idle at all, or starved) are kept.
     let mut pods = Vec::new();
-    let mut by_ns: BTreeMap<String, (i64, i64, i128)> = BTreeMap::new();
+    let mut by_ns: BTreeMap<String, NamespaceIdle> = BTreeMap::new();
     for b in &pod_rows {
         let r = "idle_pods";
         let (ns, pod, model) = (texts(r, b, "namespace")?, texts(r, b, "pod")?, texts(r, b, "gpu_model")?);
         let (held, steps, idle_steps, drops, idle, runs) = (ints(r, b, "held_gpu_us")?, ints(r, b, "steps")?, ints(r, b, "idle_steps")?, ints(r, b, "drops")?, ints(r, b, "idle_gpu_us")?, ints(r, b, "idle_runs")?);
         let cost = decimals(r, b, "idle_cost_us")?;
+        let (edge_in, edge_out) = (ints(r, b, "edge_in_gpu_us")?, ints(r, b, "edge_out_gpu_us")?);
         let text = |a: &arrow::array::StringArray, i: usize| if arrow::array::Array::is_valid(a, i) { a.value(i).to_string() } else { String::new() };
         for i in 0..b.num_rows() {
             let (held, idle, cost) = (held[i].unwrap_or(0), idle[i].unwrap_or(0), money_from_us(cost[i]));
+            let (edge_in, edge_out) = (edge_in[i].unwrap_or(0), edge_out[i].unwrap_or(0));
             let namespace = if arrow::array::Array::is_valid(&ns, i) { ns.value(i) } else { "" };
-            match by_ns.get_mut(namespace) {
-                Some(e) => *e = (e.0 + idle, e.1 + held, e.2 + cost),
-                None => {
-                    by_ns.insert(namespace.to_string(), (idle, held, cost));
-                }
+            if !by_ns.contains_key(namespace) {
+                by_ns.insert(namespace.to_string(), NamespaceIdle::default());
             }
+            let e = by_ns.get_mut(namespace).expect("inserted above");
+            e.idle += idle;
+            e.held += held;
+            e.cost += cost;
+            e.edge_in += edge_in;
+            e.edge_out += edge_out;
             let p = PodIdle {
                 ns: String::new(),
                 pod: String::new(),
@@ -135,6 +153,8 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
                 idle,
                 runs: runs[i].unwrap_or(0),
                 cost,
+                edge_in,
+                edge_out,
             };
             if p.idle > 0 || p.starved() {
                 pods.push(PodIdle { ns: text(&ns, i), pod: text(&pod, i), model: text(&model, i), ..p });
@@ -145,31 +165,59 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let mut offenders: Vec<&PodIdle> = pods.iter().filter(|p| p.idle > 0).collect();
     offenders.sort_by(|a, b| b.idle.cmp(&a.idle).then(a.ns.cmp(&b.ns)).then(a.pod.cmp(&b.pod)).then(a.model.cmp(&b.model)));
     let (idle_total, cost_total): (i64, i128) = offenders.iter().fold((0, 0), |(h, c), p| (h + p.idle, c + p.cost));
+    let (edge_in_total, edge_out_total) = by_ns.values().fold((0, 0), |(a, b), n| (a + n.edge_in, b + n.edge_out));
+    let band_note = format!(
+        "idle_gpu_hours_low / _high: the band at the lake's step. A run's length is measured to a step, so a run within a step of {} minutes is in or out by where its first and last scrapes fell: low leaves out the counted runs within a step of the minimum ({} GPU-h in the window), high adds the runs a step short of it ({} GPU-h)",
+        config.idle.min_minutes,
+        hours(edge_in_total).text(),
+        hours(edge_out_total).text()
+    );
     let idle = Report {
         name: "idle".into(),
         title: format!("Allocated but idle GPUs {label}"),
-        columns: ["namespace", "pod", "gpu_model", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_runs", "idle_cost"].map(String::from).to_vec(),
+        columns: ["namespace", "pod", "gpu_model", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_runs", "idle_cost", "idle_gpu_hours_low", "idle_gpu_hours_high"]
+            .map(String::from)
+            .to_vec(),
         rows: offenders
             .iter()
-            .map(|p| vec![Cell::Str(p.ns.clone()), Cell::Str(p.pod.clone()), Cell::Str(p.model.clone()), hours(p.idle), hours(p.held), pct(p.idle, p.held), Cell::Int(p.runs), money(p.cost)])
+            .map(|p| {
+                vec![
+                    Cell::Str(p.ns.clone()),
+                    Cell::Str(p.pod.clone()),
+                    Cell::Str(p.model.clone()),
+                    hours(p.idle),
+                    hours(p.held),
+                    pct(p.idle, p.held),
+                    Cell::Int(p.runs),
+                    money(p.cost),
+                    hours(p.idle - p.edge_in),
+                    hours(p.idle + p.edge_out),
+                ]
+            })
             .collect(),
-        total: Some(vec![Cell::Str("total".into()), Cell::Null, Cell::Null, hours(idle_total), Cell::Null, Cell::Null, Cell::Null, money(cost_total)]),
-        notes: vec![format!(
-            "idle: utilisation under {}% for at least {} minutes at a stretch; cost at the GPU model's list price in {currency}",
-            config.idle.util_threshold_pct, config.idle.min_minutes
-        )],
+        total: Some(vec![Cell::Str("total".into()), Cell::Null, Cell::Null, hours(idle_total), Cell::Null, Cell::Null, Cell::Null, money(cost_total), Cell::Null, Cell::Null]),
+        notes: vec![
+            format!(
+                "idle: utilisation under {}% for at least {} minutes at a stretch; cost at the GPU model's list price in {currency}",
+                config.idle.util_threshold_pct, config.idle.min_minutes
+            ),
+            band_note.clone(),
+        ],
         meta: Map::new(),
     };
 
-    let mut ns_rows: Vec<(String, (i64, i64, i128))> = by_ns.into_iter().collect();
-    ns_rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+    let mut ns_rows: Vec<(String, NamespaceIdle)> = by_ns.into_iter().collect();
+    ns_rows.sort_by(|a, b| b.1.idle.cmp(&a.1.idle).then(a.0.cmp(&b.0)));
     let namespaces = Report {
         name: "idle_namespaces".into(),
         title: format!("Allocated but idle GPU time per namespace {label}"),
-        columns: ["namespace", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_cost"].map(String::from).to_vec(),
-        rows: ns_rows.iter().map(|(ns, (i, h, c))| vec![Cell::Str(ns.to_string()), hours(*i), hours(*h), pct(*i, *h), money(*c)]).collect(),
+        columns: ["namespace", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_cost", "idle_gpu_hours_low", "idle_gpu_hours_high"].map(String::from).to_vec(),
+        rows: ns_rows
+            .iter()
+            .map(|(ns, n)| vec![Cell::Str(ns.to_string()), hours(n.idle), hours(n.held), pct(n.idle, n.held), money(n.cost), hours(n.idle - n.edge_in), hours(n.idle + n.edge_out)])
+            .collect(),
         total: None,
-        notes: vec![],
+        notes: vec![band_note],
         meta: Map::new(),
     };
 

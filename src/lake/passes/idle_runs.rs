@@ -13,7 +13,10 @@
 //! - `idle_holding`: per GPU unit and pod, GPU-us held, steps, idle steps and drops from busy
 //!   to idle (the unit as its instance id only: the SQL sums per pod, and a month of 10,000
 //!   GPUs has ~1.8 M holdings, whose UUIDs would be 70 MB of text nobody reads);
-//! - `idle_runs`: every idle run of at least `min_secs`, with its start and GPU-us.
+//! - `idle_runs`: every idle run of at least `min_secs`, with its start and GPU-us, and the
+//!   runs a step short of it: the grid measures a run's length to a step, so a run within a step
+//!   of the minimum either side is in or out by where its first and last scrapes fell. The SQL
+//!   counts the first kind and states both as the idle figure's band (`Run::at_edge`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -76,7 +79,7 @@ pub fn holding_schema() -> SchemaRef {
 }
 
 pub fn runs_schema() -> SchemaRef {
-    with_unit_fields(&[("start", ts_type()), ("steps", DataType::Int64), ("gpu_us", DataType::Int64)])
+    with_unit_fields(&[("start", ts_type()), ("steps", DataType::Int64), ("secs", DataType::Int64), ("gpu_us", DataType::Int64)])
 }
 
 /// The two tables, as record batches of `holding_schema()` and `runs_schema()`.
@@ -108,6 +111,22 @@ struct Run {
 impl Run {
     fn then(self, next: Run) -> Run {
         Run { start: self.start, steps: self.steps + next.steps, secs: self.secs + next.secs, gpu_us: self.gpu_us + next.gpu_us }
+    }
+
+    /// Whether the run is kept for a rule of `min_secs`: it counts (its steps add up to at least
+    /// `min_secs`), or it is short of that by at most its mean step (`secs / steps`), the grid's
+    /// resolution. `queries/idle_pods.sql` tells the two apart with the same integer arithmetic.
+    fn kept(&self, min_secs: i64) -> bool {
+        self.secs >= min_secs || self.secs * self.steps + self.secs >= min_secs * self.steps
+    }
+
+    /// `kept`, or (without `edges`) only a run of at least `min_secs`.
+    fn kept_by(&self, min_secs: i64, edges: bool) -> bool {
+        if edges {
+            self.kept(min_secs)
+        } else {
+            self.secs >= min_secs
+        }
     }
 }
 
@@ -144,6 +163,9 @@ struct DayHolding {
 pub struct IdleDay {
     threshold_pct: f64,
     min_secs: i64,
+    /// Whether runs a step short of `min_secs` are kept (a report's fold), or only runs of at
+    /// least `min_secs` (the stored rollup, whose shortest is `ROLLUP_MIN_RUN_SECS`).
+    edges: bool,
     holdings: Vec<DayHolding>,
     index: HashMap<Key, usize>,
     interior: Vec<(usize, Run)>,
@@ -159,13 +181,18 @@ pub const ROLLUP_THRESHOLD_PCT: f64 = 5.0;
 pub const ROLLUP_MIN_RUN_SECS: i64 = 60;
 
 impl IdleDay {
-    pub fn new(threshold_pct: f64, min_secs: i64) -> IdleDay {
-        IdleDay { threshold_pct, min_secs, holdings: Vec::new(), index: HashMap::new(), interior: Vec::new(), rows: 0 }
+    /// A report's day under `rule`: its runs of at least `rule.min_secs` and those a step short.
+    pub fn new(rule: IdleRule) -> IdleDay {
+        IdleDay { threshold_pct: rule.util_threshold_pct, min_secs: rule.min_secs, edges: true, holdings: Vec::new(), index: HashMap::new(), interior: Vec::new(), rows: 0 }
     }
 
     /// The day as the rollups store it.
     pub fn for_rollup() -> IdleDay {
-        IdleDay::new(ROLLUP_THRESHOLD_PCT, ROLLUP_MIN_RUN_SECS)
+        IdleDay { edges: false, ..IdleDay::new(IdleRule { util_threshold_pct: ROLLUP_THRESHOLD_PCT, min_secs: ROLLUP_MIN_RUN_SECS }) }
+    }
+
+    fn keeps(&self, run: &Run) -> bool {
+        run.kept_by(self.min_secs, self.edges)
     }
 
     /// Folds the rows of `b` (from `path`) with a pod, `ts` in `[start_ms, end_ms)` and, where
@@ -272,7 +299,7 @@ impl IdleDay {
             } else if let Some(run) = hold.open.take() {
                 if hold.open_is_lead {
                     hold.lead = Some(run);
-                } else if run.secs >= self.min_secs {
+                } else if run.kept_by(self.min_secs, self.edges) {
                     self.interior.push((h, run));
                 }
             }
@@ -313,11 +340,12 @@ struct ClosedRun {
     holding: usize,
     start: i64,
     steps: i64,
+    secs: i64,
     gpu_us: i64,
 }
 
 /// Merges closed days, in time order, into the window's holdings and its runs of at least
-/// `min_secs`: the same as one pass over every row (a run that crosses midnight is one run; a
+/// `min_secs` or a step short of it (`Run::kept`): the same as one pass over every row (a run that crosses midnight is one run; a
 /// day opening idle after one that closed idle is no new drop). A day is dropped once merged,
 /// so memory follows the window's holdings, not its days.
 struct Merger {
@@ -333,8 +361,8 @@ impl Merger {
     }
 
     fn emit(&mut self, holding: usize, run: Run) {
-        if run.secs >= self.min_secs {
-            self.runs.push(ClosedRun { holding, start: run.start, steps: run.steps, gpu_us: run.gpu_us });
+        if run.kept(self.min_secs) {
+            self.runs.push(ClosedRun { holding, start: run.start, steps: run.steps, secs: run.secs, gpu_us: run.gpu_us });
         }
     }
 
@@ -399,7 +427,10 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>)
     let (first, last) = window.date_bounds();
     let (start_ms, end_ms) = (window.start.timestamp_millis(), window.end.timestamp_millis());
     let strings = Mutex::new(Interner::default());
-    let rollup_usable = rule.util_threshold_pct == ROLLUP_THRESHOLD_PCT && rule.min_secs >= ROLLUP_MIN_RUN_SECS;
+    // The rollups keep runs of at least ROLLUP_MIN_RUN_SECS; a run a step short of
+    // `rule.min_secs` is at least that long when `min_secs` is twice it (a step under a minute
+    // leaves over a minute; a longer step makes no shorter run).
+    let rollup_usable = rule.util_threshold_pct == ROLLUP_THRESHOLD_PCT && rule.min_secs >= 2 * ROLLUP_MIN_RUN_SECS;
     // (date, its samples file, whether its rollups are current: footers only) in date order.
     let mut days: Vec<(chrono::NaiveDate, std::path::PathBuf, bool)> = Vec::new();
     for path in crate::lake::scan::day_files(lake, Table::GpuSamples, first, last)? {
@@ -453,7 +484,7 @@ fn fold_days(
     // Each file's batches arrive in order on one thread; a day per file.
     let parts = crate::lake::scan::fold_files(lake, files, &COLUMNS, threads, Vec::new, |folded: &mut Vec<(std::path::PathBuf, IdleDay)>, path, b| {
         if folded.last().is_none_or(|(p, _)| p != path) {
-            folded.push((path.to_path_buf(), IdleDay::new(rule.util_threshold_pct, rule.min_secs)));
+            folded.push((path.to_path_buf(), IdleDay::new(rule)));
         }
         let (_, day) = folded.last_mut().expect("a day to fold into");
         day.add(strings, path, &b, start_ms, end_ms, cluster)
@@ -528,6 +559,7 @@ fn runs_batch(runs: &[ClosedRun], holdings: &[Holding], strings: &Interner) -> R
     cols.push(Arc::new(runs.iter().map(|r| of(r, holdings).has_gi.then_some(of(r, holdings).key.gi)).collect::<Int16Array>()));
     cols.push(Arc::new(TimestampMillisecondArray::from(runs.iter().map(|r| r.start).collect::<Vec<_>>()).with_timezone("UTC")));
     cols.push(Arc::new(runs.iter().map(|r| r.steps).collect::<Int64Array>()));
+    cols.push(Arc::new(runs.iter().map(|r| r.secs).collect::<Int64Array>()));
     cols.push(Arc::new(runs.iter().map(|r| r.gpu_us).collect::<Int64Array>()));
     RecordBatch::try_new(runs_schema(), cols).expect("run columns match their schema")
 }
@@ -642,9 +674,9 @@ impl IdleDay {
     }
 
     /// A day back from its two rollup batches (label ids from `strings`), only `cluster`'s
-    /// holdings where one is given, runs inside the day of at least `min_secs`.
+    /// holdings where one is given, runs inside the day kept under a rule of `min_secs`.
     fn from_batches(holdings: &[RecordBatch], stretches: &[RecordBatch], strings: &Mutex<Interner>, cluster: Option<&str>, min_secs: i64) -> Result<IdleDay, String> {
-        let mut day = IdleDay::new(ROLLUP_THRESHOLD_PCT, min_secs);
+        let mut day = IdleDay::new(IdleRule { util_threshold_pct: ROLLUP_THRESHOLD_PCT, min_secs });
         let mut s = strings.lock().expect("interner lock");
         let wanted = cluster.map(|c| s.id(c));
         let col = |b: &RecordBatch, name: &str| -> Result<ArrayRef, String> { b.column_by_name(name).cloned().ok_or_else(|| format!("no column {name}")) };
@@ -702,12 +734,13 @@ impl IdleDay {
             let gi = col(b, "gpu_instance_id")?.as_any().downcast_ref::<Int16Array>().cloned().ok_or("gpu_instance_id is not Int16")?;
             let (start, steps, secs, us) = (tss(b, "start")?, ints(b, "steps")?, ints(b, "secs")?, ints(b, "gpu_us")?);
             for i in 0..b.num_rows() {
-                if wanted.is_some_and(|w| w != c[i]) || secs.value(i) < min_secs {
+                let run = Run { start: start.value(i), steps: steps.value(i), secs: secs.value(i), gpu_us: us.value(i) };
+                if wanted.is_some_and(|w| w != c[i]) || !day.keeps(&run) {
                     continue;
                 }
                 let key = Key { gpu: gpu[i], gi: if gi.is_null(i) { -1 } else { gi.value(i) }, ns: ns[i], pod: pod[i] };
                 let h = *day.index.get(&key).ok_or("a stretch of no holding")?;
-                day.interior.push((h, Run { start: start.value(i), steps: steps.value(i), secs: secs.value(i), gpu_us: us.value(i) }));
+                day.interior.push((h, run));
             }
         }
         Ok(day)
