@@ -49,7 +49,7 @@ const COLUMNS: &[(&str, &str, &str)] = &[
     ("pods", "termination_reason", "Completed, OOMKilled, Error, Preempted, Evicted, ..."),
     ("pods", "team", "the pod's team label (kube_pod_labels), if any"),
     ("pods", "gpu_share_pct", "a HAMi vGPU's share of its GPU, percent (nvidia.com/gpucores, else gpumem-percentage); NULL: not HAMi"),
-    ("pending_samples", "ts", "start of the step in which the pod was pending (UTC)"),
+    ("pending_samples", "ts", "start of a step the pod waited through for a node: Pending, and scheduled (if at all) after the step (UTC)"),
     ("pending_samples", "step_s", "the step in seconds"),
     ("pending_samples", "namespace", "the pending pod's namespace"),
     ("pending_samples", "pod", "the pending pod"),

@@ -475,7 +475,12 @@ impl KubeState {
         rows.finish()
     }
 
-    /// Pending GPU pods per cell in `[c_start, c_end)`.
+    /// Pending GPU pods per cell in `[c_start, c_end)`: cells in which the pod's phase was
+    /// Pending and that ended before it was scheduled (`kube_pod_status_scheduled_time`). A pod
+    /// the scheduler has placed stays Pending while its image is pulled and its containers
+    /// created, but it waits for no GPU then: it holds one. (A scheduled time inside a cell
+    /// leaves that cell out, as a pod created inside its first cell counts that one: whole
+    /// steps either way.)
     pub fn pending_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
         let mut rows = PendingBuilder::new();
         for (u, p) in &self.pods {
@@ -483,7 +488,8 @@ impl KubeState {
             if gpus <= 0 {
                 continue;
             }
-            for &cell in p.pending.iter().filter(|c| **c >= c_start && **c < c_end) {
+            let waiting = |cell: i64| p.scheduled.is_none_or(|s| cell + self.step <= s);
+            for &cell in p.pending.iter().filter(|c| **c >= c_start && **c < c_end && waiting(**c)) {
                 rows.push(&PendingRow {
                     ts: cell,
                     step_s: (self.step / 1000) as i32,

@@ -333,12 +333,12 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
 fn new_job(rng: &mut Rng, ns_idx: usize, ns: &NamespaceSpec, seq: u32, created: i64, shared_offered: bool, hami_offered: bool) -> SimPod {
     // Servers, notebooks and batch jobs take a HAMi vGPU where a node offers them (the draw
     // only then, so a pool without one schedules as before).
-    let resource = if hami_offered && matches!(ns.container, "server" | "notebook" | "job") && rng.f64() < HAMI_JOB_FRAC {
+    let resource = if rng.f64() < ns.mig_frac {
+        Resource::Mig(if rng.f64() < 0.5 { "3g.40gb" } else { "4g.40gb" })
+    } else if hami_offered && matches!(ns.container, "server" | "notebook" | "job") && rng.f64() < HAMI_JOB_FRAC {
         // The share it asks for, one of the slots' (the pod waits for a free slot of it).
         let slot = ((rng.f64() * HAMI_SLOTS_PCT.len() as f64) as usize).min(HAMI_SLOTS_PCT.len() - 1);
         Resource::Hami(HAMI_SLOTS_PCT[slot])
-    } else if rng.f64() < ns.mig_frac {
-        Resource::Mig(if rng.f64() < 0.5 { "3g.40gb" } else { "4g.40gb" })
     } else if shared_offered && ns.shared_frac > 0.0 && rng.f64() < ns.shared_frac {
         Resource::Shared
     } else {
