@@ -282,6 +282,11 @@ pub struct ReportArgs {
     /// Key the chargeback and FOCUS rows by namespace (and cluster), team, cost centre or cluster.
     #[arg(long, value_enum, default_value = "namespace")]
     pub by: crate::domain::charge_by::ChargeBy,
+    /// With `--format table`: every column. Without it the table leaves out columns that are
+    /// empty or zero in every row, and the chargeback shows the ones that matter (key, team,
+    /// GPU-hours, utilisation, kWh, power cost, cloud cost, total, share), naming the rest.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Args)]

@@ -24,6 +24,20 @@ fn demo_month_matches_ledger_and_is_reproducible() {
     let out = common::run_ok(dir.path(), &["demo", "--out", "demo", "--month", "2026-10"]);
     let printed = common::stdout(&out);
     assert!(printed.contains("__unallocated__") && printed.contains("conservation:"), "demo prints the chargeback:\n{printed}");
+    // It fits a terminal: the table's lines (not the notes under it) at most 160 characters, the
+    // columns that matter, the ones left out named; `--wide` and the files have them all.
+    let table: Vec<&str> = printed.lines().filter(|l| l.contains(" | ") || l.starts_with("---")).collect();
+    let widest = table.iter().map(|l| l.chars().count()).max().unwrap();
+    assert!(table.len() > 5 && widest <= 160, "the demo's table is {widest} characters wide:\n{printed}");
+    let header = table[0];
+    for c in ["namespace", "team", "gpu_hours", "avg_util_pct", "energy_kwh", "power_cost", "cloud_cost", "total_cost", "share_pct"] {
+        assert!(header.contains(c), "{c} shown: {header}");
+    }
+    assert!(!header.contains("cpu_cost") && printed.contains("empty or zero in every row: cpu_cost"), "{printed}");
+    let wide = common::stdout(&common::run_ok(dir.path(), &["--config", "demo/gpuledger.toml", "report", "chargeback", "--month", "2026-10", "--wide"]));
+    let txt = std::fs::read_to_string(dir.path().join("demo/reports/2026-10/chargeback.txt")).unwrap();
+    assert_eq!(wide, txt, "--wide is the month's file, every column");
+    assert!(wide.lines().any(|l| l.contains("cpu_cost") && l.contains("request_based_gpu_hours")), "{wide}");
 
     let ledger = read_json(&dir.path().join("demo/ledger.json"));
     let report = read_json(&dir.path().join("demo/reports/2026-10/chargeback.json"));

@@ -10,7 +10,10 @@ pub(super) async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
     let mut config = ctx.config.clone();
     config.chargeback_by = args.by;
-    let (sections, incomplete) = report::build_checked(args.kind, &session, &ctx.queries, &config, &window).await?;
+    let (mut sections, incomplete) = report::build_checked(args.kind, &session, &ctx.queries, &config, &window).await?;
+    if args.format == Format::Table && !args.wide {
+        sections = sections.iter().map(report::Report::for_terminal).collect();
+    }
     match &args.output {
         // Several sections to a path: the path is a folder of <section>.<ext> files.
         Some(dir) if sections.len() > 1 => {

@@ -206,7 +206,7 @@ pub(super) async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
         tracing::warn!("the demo month's data is incomplete: {reason}");
     }
     let chargeback_table = match month.sections.iter().find(|r| r.name == "chargeback") {
-        Some(r) => String::from_utf8(r.render(Format::Table)?).expect("utf-8"),
+        Some(r) => String::from_utf8(r.for_terminal().render(Format::Table)?).expect("utf-8"),
         None => String::new(),
     };
     let mut stdout = std::io::stdout().lock();

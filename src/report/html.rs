@@ -232,17 +232,6 @@ fn gauges(q: &Report) -> String {
     s
 }
 
-/// Is the cell empty, zero or `no`: a column of only such cells says nothing on the page.
-fn blank(c: &Cell) -> bool {
-    match c {
-        Cell::Null => true,
-        Cell::Int(v) => *v == 0,
-        Cell::Dec { units, .. } => *units == 0,
-        Cell::Str(s) => s.is_empty() || s == "no",
-        Cell::Time(_) => false,
-    }
-}
-
 /// How a table is shown.
 #[derive(Clone, Copy)]
 struct Shape {
@@ -257,7 +246,7 @@ const ALL_ROWS: Shape = Shape { max_rows: usize::MAX };
 /// columns and few rows (a plan's summary) is turned on its side.
 fn table(r: &Report, currency: &str, shape: Shape) -> String {
     let rows: Vec<&Vec<Cell>> = r.rows.iter().take(shape.max_rows).collect();
-    let shown: Vec<usize> = (0..r.columns.len()).filter(|&i| i == 0 || !rows.iter().all(|row| row.get(i).is_none_or(blank))).collect();
+    let shown = r.said_columns(&rows);
     let hidden: Vec<&str> = (0..r.columns.len()).filter(|i| !shown.contains(i)).map(|i| r.columns[i].as_str()).collect();
     let heads: Vec<String> = shown.iter().map(|&i| heading(&r.columns[i], currency)).collect();
     let sideways = shown.len() > 12 && rows.len() <= 6 && r.total.is_none();

@@ -19,6 +19,7 @@ pub mod quota;
 pub mod render;
 pub mod rolled;
 pub mod summary;
+pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
