@@ -122,10 +122,7 @@ fn chargeback_line(report: &report::Report, config: &Config, incomplete: bool) -
         at("energy_kwh"),
         at("total_cost"),
         config.pricing.currency,
-        match config.pricing.basis {
-            crate::config::CostBasis::Cloud => "cloud",
-            crate::config::CostBasis::Power => "power",
-        },
+        config.pricing.basis.name(),
         match (conserved, incomplete) {
             (true, false) => "OK",
             (true, true) => "OK of the data present (DATA INCOMPLETE)",

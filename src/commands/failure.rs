@@ -57,6 +57,37 @@ pub fn one_line(error: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Every error type that says an exit code (`impl ... ExitStatus for T` anywhere under
+    /// `src/`) is among those `exit_code_for` asks: one left out would exit 1 whatever it says.
+    #[test]
+    fn every_error_with_an_exit_code_is_asked() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    sources(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push((p.display().to_string(), std::fs::read_to_string(&p).unwrap()));
+                }
+            }
+        }
+        let mut files = Vec::new();
+        sources(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+        let this = include_str!("failure.rs");
+        let asked = &this[this.find("first_of!(\n").expect("the list")..];
+        let asked = &asked[..asked.find(')').expect("its end")];
+        let mut found = 0;
+        for (path, text) in &files {
+            for line in text.lines().filter(|l| l.starts_with("impl") && l.contains("ExitStatus for ")) {
+                let ty = line.split("ExitStatus for ").nth(1).unwrap().trim_end_matches(" {").trim();
+                let name = ty.rsplit("::").next().unwrap();
+                found += 1;
+                assert!(asked.contains(&format!("::{name},")) || asked.contains(&format!("::{name}\n")) || asked.contains(&format!(" {name},")), "{path}: {ty} says an exit code but exit_code_for does not ask it");
+            }
+        }
+        assert!(found >= 11, "the impls were found: {found}");
+    }
+
     #[test]
     fn one_line_states_each_cause_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");

@@ -19,6 +19,24 @@ pub enum CostBasis {
     Power,
 }
 
+impl CostBasis {
+    /// Its name in config (`pricing.basis`) and in the reports' notes.
+    pub fn name(self) -> &'static str {
+        match self {
+            CostBasis::Cloud => "cloud",
+            CostBasis::Power => "power",
+        }
+    }
+
+    /// Of a power-priced and a cloud-priced figure, the one this basis charges.
+    pub fn pick<T>(self, power: T, cloud: T) -> T {
+        match self {
+            CostBasis::Power => power,
+            CostBasis::Cloud => cloud,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {

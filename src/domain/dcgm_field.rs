@@ -15,7 +15,10 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 8] = [Field::Util, Field::EngineActive, Field::FbUsed, Field::FbFree, Field::Power, Field::Energy, Field::Temp, Field::Xid];
+    /// How many fields there are: the length of `ALL` and of a [`FieldValues`].
+    pub const COUNT: usize = 8;
+    /// Every field, in the order of their discriminants (`ALL[f as usize] == f`, tested).
+    pub const ALL: [Field; Field::COUNT] = [Field::Util, Field::EngineActive, Field::FbUsed, Field::FbFree, Field::Power, Field::Energy, Field::Temp, Field::Xid];
 
     /// The dcgm-exporter name of the field (the collector reads `metric`, which honours the config).
     pub fn default_name(self) -> &'static str {
@@ -61,9 +64,41 @@ impl Field {
     }
 }
 
+/// One value (or none) per DCGM field, indexed by the field.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FieldValues([Option<f64>; Field::COUNT]);
+
+impl std::ops::Index<Field> for FieldValues {
+    type Output = Option<f64>;
+    fn index(&self, f: Field) -> &Option<f64> {
+        &self.0[f as usize]
+    }
+}
+
+impl std::ops::IndexMut<Field> for FieldValues {
+    fn index_mut(&mut self, f: Field) -> &mut Option<f64> {
+        &mut self.0[f as usize]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_field_is_in_all_at_its_index() {
+        // A new variant fails to compile here until it is listed: then ALL and COUNT follow.
+        for (i, f) in Field::ALL.into_iter().enumerate() {
+            match f {
+                Field::Util | Field::EngineActive | Field::FbUsed | Field::FbFree | Field::Power | Field::Energy | Field::Temp | Field::Xid => {
+                    assert_eq!(f as usize, i, "{f:?}")
+                }
+            }
+        }
+        let mut v = FieldValues::default();
+        v[Field::Xid] = Some(1.0);
+        assert_eq!((v[Field::Xid], v[Field::Util]), (Some(1.0), None));
+    }
 
     #[test]
     fn impossible_readings_are_not_values() {

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::metrics::Summary;
 use super::optimize::{score, Goal};
 use super::Plan;
-use crate::config::{Config, CostBasis};
+use crate::config::Config;
 use crate::domain::units::UNALLOCATED;
 use crate::report::{Cell, Report};
 
@@ -41,12 +41,6 @@ pub fn diff_pct(recorded: f64, replayed: f64) -> Option<f64> {
     (recorded.abs() > 1e-9).then(|| (replayed - recorded) / recorded * 100.0)
 }
 
-fn basis_name(config: &Config) -> &'static str {
-    match config.pricing.basis {
-        CostBasis::Power => "power",
-        CostBasis::Cloud => "cloud",
-    }
-}
 
 fn report(name: &str, title: String, columns: &[&str]) -> Report {
     Report { name: name.into(), title, columns: columns.iter().map(|c| c.to_string()).collect(), rows: Vec::new(), total: None, notes: Vec::new(), meta: Default::default() }
@@ -63,8 +57,8 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
     let label = plan.window.label();
     let currency = &config.pricing.currency;
     let base = &plan.recorded.setup;
-    let basis = basis_name(config);
-    let basis_cost = |power: f64, cloud: f64| if config.pricing.basis == CostBasis::Power { power } else { cloud };
+    let basis = config.pricing.basis.name();
+    let basis_cost = |power: f64, cloud: f64| config.pricing.basis.pick(power, cloud);
     let calibration = calibration(plan, config);
     let cal_line = calibration.notes.first().cloned().unwrap_or_default();
 
@@ -216,10 +210,10 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
 /// The baseline replay against the record, per namespace, and the pool's allocation by hour.
 pub fn calibration(plan: &Plan, config: &Config) -> Report {
     let label = plan.window.label();
-    let power_basis = config.pricing.basis == CostBasis::Power;
+    let basis = config.pricing.basis;
     // The cost charged (the chargeback, GPUs only, before spreads) and the baseline's, on the basis.
-    let charged = |ns: &str| if power_basis { plan.recorded.charged.power_cost.get(ns) } else { plan.recorded.charged.gpu_cost.get(ns) }.copied().unwrap_or(0.0);
-    let replayed = |n: &super::metrics::NsSummary| if power_basis { n.power_cost } else { n.cloud_cost };
+    let charged = |ns: &str| basis.pick(&plan.recorded.charged.power_cost, &plan.recorded.charged.gpu_cost).get(ns).copied().unwrap_or(0.0);
+    let replayed = |n: &super::metrics::NsSummary| basis.pick(n.power_cost, n.cloud_cost);
     let rec = &plan.recorded_summary;
     let base = &plan.scenarios[0].summary;
     let mut r = report(
@@ -277,7 +271,7 @@ pub fn calibration(plan: &Plan, config: &Config) -> Report {
         ]);
     }
     // The GPU-time no pod held, on both sides: every GPU of the pool is charged.
-    let idle_replayed = if power_basis { base.idle.power_cost } else { base.idle.cloud_cost };
+    let idle_replayed = basis.pick(base.idle.power_cost, base.idle.cloud_cost);
     let total_charged: f64 = plan.recorded.setup.namespaces.iter().map(|n| charged(n)).sum::<f64>() + charged(UNALLOCATED);
     let total_replayed: f64 = base.namespaces.iter().map(replayed).sum::<f64>() + idle_replayed;
     let cost_total = diff_pct(total_charged, total_replayed);
@@ -334,9 +328,9 @@ pub fn calibration(plan: &Plan, config: &Config) -> Report {
         worst_gpu,
         mean,
         max,
-        basis_name(config),
+        basis.name(),
         100.0 + cost_total.map(zero_small).unwrap_or(0.0),
-        if power_basis { "energy from DCGM's counters x PUE x tariff" } else { "GPU-hours x price" },
+        basis.pick("energy from DCGM's counters x PUE x tariff", "GPU-hours x price"),
         worst_cost
     ));
     r.meta.insert("cost_diff_pct".into(), json!(cost_total.map(zero_small).unwrap_or(0.0)));

@@ -347,10 +347,7 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
         notes: vec![format!(
             "FOCUS 1.2: one row per {} x GPU model x day (CPU and memory rows where priced); BilledCost = EffectiveCost = ContractedCost = {} cost plus the idle / shared spread (x_IdleShareCost), in {currency}",
             by.column().replace('_', " "),
-            match basis {
-                CostBasis::Cloud => "cloud",
-                CostBasis::Power => "power",
-            }
+            basis.name()
         )],
         meta,
     }

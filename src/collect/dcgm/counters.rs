@@ -13,7 +13,7 @@ impl DcgmGrid {
     fn most_power(&self) -> BTreeMap<String, f64> {
         let mut out: BTreeMap<String, f64> = BTreeMap::new();
         for (k, (_, grid)) in &self.units {
-            let most = grid.iter().filter_map(|c| c.values[Field::Power as usize]).fold(0.0f64, f64::max);
+            let most = grid.iter().filter_map(|c| c.values[Field::Power]).fold(0.0f64, f64::max);
             if most > 0.0 {
                 let e = out.entry(k.uuid.clone()).or_insert(0.0);
                 *e = e.max(most);

@@ -22,7 +22,7 @@ fn reading(field: Field, v: f64) -> Option<f64> {
 }
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
-use crate::domain::dcgm_field::Field;
+use crate::domain::dcgm_field::{Field, FieldValues};
 use crate::domain::mig::mig_share;
 use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder};
 use crate::domain::units::{UNKNOWN_MODEL, UNMEASURED};
@@ -61,29 +61,31 @@ struct Cell {
     /// time ([`Cell::parts`]): a pod that starts or ends inside a step has the part of it from
     /// its first scrape on, with its own utilisation and power.
     holders: Vec<Held>,
-    values: [Option<f64>; 8],
+    values: FieldValues,
     /// The step's first scrape (ms), when `direct`: the values are its.
     first_ts: i64,
     /// The fields (bit per `Field`) whose value came from the step's first scrape.
     at_first: u8,
 }
 
+const _: () = assert!(Field::COUNT <= u8::BITS as usize, "Cell::at_first holds a bit per field");
+
 #[derive(Debug, Clone)]
 struct Held {
     holder: Option<Holder>,
     first: i64,
     last: i64,
-    values: [Option<f64>; 8],
+    values: FieldValues,
 }
 
 impl Cell {
     fn hold(&mut self, holder: &Option<Holder>, t: i64, field: Field, v: Option<f64>) {
-        let f = field as usize;
+        let f = field;
         match self.holders.iter_mut().find(|h| &h.holder == holder) {
             Some(h) => {
                 if t < h.first {
                     h.first = t;
-                    h.values = [None; 8];
+                    h.values = FieldValues::default();
                 }
                 h.last = h.last.max(t);
                 if t == h.first && h.values[f].is_none() {
@@ -91,7 +93,7 @@ impl Cell {
                 }
             }
             None => {
-                let mut values = [None; 8];
+                let mut values = FieldValues::default();
                 values[f] = v;
                 // One holder in nearly every step: no room for four (a Vec's first growth).
                 self.holders.reserve_exact(1);
@@ -284,12 +286,12 @@ impl DcgmGrid {
                 if t == cell.first_ts {
                     if cell.at_first & bit == 0 {
                         if let Some(x) = reading(field, v) {
-                            cell.values[field as usize] = Some(x);
+                            cell.values[field] = Some(x);
                             cell.at_first |= bit;
                         }
                     }
-                } else if cell.values[field as usize].is_none() {
-                    cell.values[field as usize] = reading(field, v);
+                } else if cell.values[field].is_none() {
+                    cell.values[field] = reading(field, v);
                 }
             }
         }
@@ -349,7 +351,7 @@ impl DcgmGrid {
                         cell.seen = true;
                         cell.hold(&holder, from + c * step, field, reading(field, v));
                     }
-                    let slot = &mut cell.values[field as usize];
+                    let slot = &mut cell.values[field];
                     if slot.is_none() {
                         *slot = reading(field, v);
                     }
@@ -381,10 +383,10 @@ pub fn median_gap(samples: &[(i64, f64)]) -> Option<i64> {
 const DEVICE_FIELDS: [Field; 4] = [Field::Power, Field::Energy, Field::Temp, Field::Xid];
 
 /// Only the device-level values of a cell (the unpartitioned rest of a MIG GPU runs nothing).
-fn device_values(values: &[Option<f64>; 8]) -> [Option<f64>; 8] {
-    let mut out = [None; 8];
+fn device_values(values: &FieldValues) -> FieldValues {
+    let mut out = FieldValues::default();
     for f in DEVICE_FIELDS {
-        out[f as usize] = values[f as usize];
+        out[f] = values[f];
     }
     out
 }

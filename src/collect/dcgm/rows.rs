@@ -134,7 +134,7 @@ impl DcgmGrid {
         profile: Option<&str>,
         share: f64,
         cell: &Cell,
-        parent: Option<&[Option<f64>; 8]>,
+        parent: Option<&FieldValues>,
         counters: Option<&Vec<Option<f64>>>,
         counted: &mut Option<f64>,
         c: usize,
@@ -142,13 +142,13 @@ impl DcgmGrid {
         unmeasured: bool,
     ) {
         // A device-level field the instance's series lacks comes from its parent GPU's series.
-        let v = |f: Field| cell.values[f as usize].or_else(|| if DEVICE_FIELDS.contains(&f) { parent.and_then(|p| p[f as usize]) } else { None });
+        let v = |f: Field| cell.values[f].or_else(|| if DEVICE_FIELDS.contains(&f) { parent.and_then(|p| p[f]) } else { None });
         let gpu_energy_j = step_energy(counters, c, v(Field::Power), step_s);
         let total = fb_total(v(Field::FbUsed), v(Field::FbFree));
         let ts = self.from + c as i64 * self.step;
         let parts: Vec<(Option<&Held>, f64)> = if unmeasured { vec![(None, 1.0)] } else { cell.parts(ts, self.step) };
         // A part's own value, else the step's (its first scrape, or what stands over it).
-        let part_value = |h: Option<&Held>, f: Field| h.and_then(|h| h.values[f as usize]).or_else(|| v(f));
+        let part_value = |h: Option<&Held>, f: Field| h.and_then(|h| h.values[f]).or_else(|| v(f));
         let part_power = |h: Option<&Held>| part_value(h, Field::Power);
         // The step's energy split over its parts by time x each part's power where every part
         // has a power reading, else by time.
@@ -195,7 +195,7 @@ impl DcgmGrid {
     /// any, one row without a holder and without a utilisation of its own.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn push_hami_rows(&self, rows: &mut GpuSamplesBuilder, key: &UnitKey, info: &UnitInfo, cell: &Cell, parts: &[HamiPart], counters: Option<&Vec<Option<f64>>>, counted: &mut Option<f64>, c: usize, step_s: i32) {
-        let v = |f: Field| cell.values[f as usize];
+        let v = |f: Field| cell.values[f];
         let energy = step_energy(counters, c, v(Field::Power), step_s);
         let gpu_util = v(Field::Util).or_else(|| v(Field::EngineActive).map(|r| r * 100.0));
         let ts = self.from + c as i64 * self.step;
