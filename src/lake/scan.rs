@@ -25,8 +25,16 @@ const READ_AHEAD: usize = 4;
 pub enum ScanError {
     #[error("listing {table} in {lake}: {source}")]
     List { table: &'static str, lake: PathBuf, source: std::io::Error },
-    #[error("reading {path}: {detail}")]
-    Read { path: PathBuf, detail: String },
+    #[error("reading {path}: starting the reader thread: {source}")]
+    Thread { path: PathBuf, source: std::io::Error },
+    #[error("reading {path}: {source}")]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("reading {path}: {source}")]
+    Parquet { path: PathBuf, source: parquet::errors::ParquetError },
+    #[error("reading {path}: {source}")]
+    Arrow { path: PathBuf, source: arrow::error::ArrowError },
+    #[error("reading {path}: not in a date=YYYY-MM-DD folder")]
+    NotADay { path: PathBuf },
     #[error("{path} has no column {column} (a file from an older or foreign schema?)")]
     MissingColumn { path: PathBuf, column: String },
 }
@@ -58,7 +66,7 @@ impl OrderedScan {
                     }
                 }
             })
-            .map_err(|e| ScanError::Read { path: lake.table_dir(table), detail: format!("starting the reader thread: {e}") })?;
+            .map_err(|source| ScanError::Thread { path: lake.table_dir(table), source })?;
         Ok(OrderedScan { rx, reader: Some(reader) })
     }
 }
@@ -134,9 +142,9 @@ where
 
 /// Decodes `path`'s `columns` batch by batch into `sink`; Ok(false) when the sink hung up.
 fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnMut(RecordBatch) -> bool) -> Result<bool, ScanError> {
-    let read_err = |detail: String| ScanError::Read { path: path.clone(), detail };
-    let file = lake.open_file(path).map_err(|e| read_err(e.to_string()))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| read_err(e.to_string()))?;
+    let parquet_err = |source| ScanError::Parquet { path: path.clone(), source };
+    let file = lake.open_file(path).map_err(|source| ScanError::Open { path: path.clone(), source })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
     let schema = builder.schema().clone();
     let mut roots = Vec::with_capacity(columns.len());
     // A column added after the file was written (`LATER_COLUMNS`) reads as nulls.
@@ -148,9 +156,9 @@ fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnM
         }
     }
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-    let reader = builder.with_projection(mask).with_batch_size(SCAN_BATCH_ROWS).build().map_err(|e| read_err(e.to_string()))?;
+    let reader = builder.with_projection(mask).with_batch_size(SCAN_BATCH_ROWS).build().map_err(parquet_err)?;
     for batch in reader {
-        let mut batch = batch.map_err(|e| read_err(e.to_string()))?;
+        let mut batch = batch.map_err(|source| ScanError::Arrow { path: path.clone(), source })?;
         if !later.is_empty() {
             let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
             let mut cols = batch.columns().to_vec();
@@ -158,11 +166,43 @@ fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnM
                 cols.push(arrow::array::new_null_array(f.data_type(), batch.num_rows()));
                 fields.push(std::sync::Arc::new(f.clone()));
             }
-            batch = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), cols).map_err(|e| read_err(e.to_string()))?;
+            batch = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), cols).map_err(|source| ScanError::Arrow { path: path.clone(), source })?;
         }
         if !sink(batch) {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A day file that is not Parquet, and one gone between listing and reading: each error
+    /// names the file and keeps what went wrong as its source (the kind of I/O error, the
+    /// Parquet reader's own error), not a string of it.
+    #[test]
+    fn a_bad_day_file_is_named_and_its_cause_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lake = Lake::new(tmp.path().join("lake"));
+        let day = NaiveDate::from_ymd_opt(2026, 10, 5).unwrap();
+        let path = lake.partition_file(Table::GpuSamples, day);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"not parquet at all").unwrap();
+        let first = OrderedScan::start(&lake, Table::GpuSamples, day, day, &["ts"]).unwrap().next().expect("an item");
+        match first {
+            Err(e @ ScanError::Parquet { .. }) => {
+                assert!(e.to_string().starts_with(&format!("reading {}: ", path.display())), "{e}");
+                assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<parquet::errors::ParquetError>()), "{e:?}");
+            }
+            other => panic!("a Parquet error naming the file, not {other:?}"),
+        }
+        std::fs::remove_file(&path).unwrap();
+        let gone = fold_files(&lake, std::slice::from_ref(&path), &["ts"], 1, || (), |_: &mut (), _, _| Ok::<(), ScanError>(())).unwrap_err();
+        match gone {
+            ScanError::Open { path: p, source } => assert!(p == path && source.kind() == std::io::ErrorKind::NotFound, "{source}"),
+            other => panic!("an I/O error of kind NotFound, not {other:?}"),
+        }
+    }
 }

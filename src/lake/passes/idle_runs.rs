@@ -434,7 +434,7 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>)
     // (date, its samples file, whether its rollups are current: footers only) in date order.
     let mut days: Vec<(chrono::NaiveDate, std::path::PathBuf, bool)> = Vec::new();
     for path in crate::lake::scan::day_files(lake, Table::GpuSamples, first, last)? {
-        let date = super::rolled::date_of(&path).ok_or_else(|| IdleScanError::Scan(ScanError::Read { path: path.clone(), detail: "not in a date=YYYY-MM-DD folder".into() }))?;
+        let date = super::rolled::date_of(&path).ok_or_else(|| IdleScanError::Scan(ScanError::NotADay { path: path.clone() }))?;
         let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
         let whole = start_ms <= day_ms && end_ms >= day_ms + 86_400_000;
         let stored = whole && rollup_usable && crate::lake::rollup::kinds_current(lake, &[crate::lake::rollup::Kind::IdleHoldings, crate::lake::rollup::Kind::IdleStretches], date, &path);
