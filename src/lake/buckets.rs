@@ -37,8 +37,6 @@ pub enum BucketError {
     NotADay { path: String },
     #[error("{path}: column {column}: {source}")]
     Column { path: String, column: &'static str, source: crate::lake::intern::ColumnError },
-    #[error("{0}")]
-    Fold(String),
 }
 
 /// One row per group: the table the chargeback's pricing SQL reads as `gpu_buckets`, and the

@@ -19,7 +19,7 @@ pub fn read_partition(lake: &Lake, table: Table, date: NaiveDate) -> Result<Opti
     let reader = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?.build().map_err(pq)?;
     let batches: Vec<RecordBatch> = reader
         .collect::<Result<_, _>>()
-        .map_err(|e| WriteError::Parquet { path: path.clone(), source: parquet::errors::ParquetError::ArrowError(e.to_string()) })?;
+        .map_err(|source| WriteError::Decode { path: path.clone(), source })?;
     let schema = table.schema();
     let batches = batches
         .into_iter()

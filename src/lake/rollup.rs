@@ -147,6 +147,21 @@ pub fn file(lake: &Lake, date: NaiveDate) -> PathBuf {
 struct Summed(Vec<(Kind, RecordBatch, Vec<KeyValue>)>);
 
 /// Every rollup of one day of a table, folded batch by batch as the day's rows stream by.
+/// Why a day could not be folded into its rollups: a sum's error, or the idle fold's.
+#[derive(Debug, thiserror::Error)]
+pub enum FoldError {
+    #[error(transparent)]
+    Sum(#[from] buckets::BucketError),
+    #[error(transparent)]
+    Idle(#[from] idle_runs::IdleScanError),
+}
+
+impl From<super::scan::ScanError> for FoldError {
+    fn from(e: super::scan::ScanError) -> FoldError {
+        FoldError::Sum(e.into())
+    }
+}
+
 #[derive(Default)]
 struct DayFold {
     buckets: BucketSums,
@@ -159,17 +174,17 @@ struct DayFold {
 }
 
 impl DayFold {
-    fn add(&mut self, table: Table, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch) -> Result<(), buckets::BucketError> {
+    fn add(&mut self, table: Table, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch) -> Result<(), FoldError> {
         self.rows += b.num_rows() as u64;
         match table {
             Table::GpuSamples => {
                 self.buckets.add(strings, path, b, i64::MIN, i64::MAX)?;
                 DaySums::add(&mut self.held, strings, path, b, i64::MIN, i64::MAX)?;
                 DaySums::add(&mut self.free, strings, path, b, i64::MIN, i64::MAX)?;
-                self.idle.add(strings, path, b, i64::MIN, i64::MAX, None).map_err(|e| buckets::BucketError::Fold(e.to_string()))?;
-                self.counts.add(strings, path, b, i64::MIN, i64::MAX)
+                self.idle.add(strings, path, b, i64::MIN, i64::MAX, None)?;
+                Ok(self.counts.add(strings, path, b, i64::MIN, i64::MAX)?)
             }
-            Table::PendingSamples => DaySums::add(&mut self.pending, strings, path, b, i64::MIN, i64::MAX),
+            Table::PendingSamples => Ok(DaySums::add(&mut self.pending, strings, path, b, i64::MIN, i64::MAX)?),
             _ => Ok(()),
         }
     }
@@ -223,7 +238,7 @@ pub fn remove(lake: &Lake, table: Table, date: NaiveDate) -> Result<(), WriteErr
 pub fn write(lake: &Lake, table: Table, date: NaiveDate, rows: &RecordBatch, source_file: &Path) -> Result<(), WriteError> {
     let strings = Mutex::new(Interner::default());
     let mut fold = DayFold::default();
-    fold.add(table, &strings, source_file, rows).map_err(|e| WriteError::Rollup { date, detail: e.to_string() })?;
+    fold.add(table, &strings, source_file, rows).map_err(|e| WriteError::Rollup { date, source: Box::new(e) })?;
     let n = fold.rows;
     publish(lake, date, fold.finish(table, &strings.into_inner().expect("interner lock")), n, source_file)
 }
@@ -258,7 +273,7 @@ fn publish(lake: &Lake, date: NaiveDate, summed: Summed, source_rows: u64, sourc
 #[derive(Debug, thiserror::Error)]
 pub enum RefreshError {
     #[error(transparent)]
-    Sum(#[from] buckets::BucketError),
+    Sum(#[from] FoldError),
     #[error(transparent)]
     Write(#[from] WriteError),
 }

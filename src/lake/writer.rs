@@ -45,8 +45,10 @@ pub enum WriteError {
     Parquet { path: PathBuf, source: ParquetError },
     #[error("writing {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("rollup for {date}: {detail}")]
-    Rollup { date: NaiveDate, detail: String },
+    #[error("rollup for {date}: {source}")]
+    Rollup { date: NaiveDate, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("reading {path}: {source}")]
+    Decode { path: PathBuf, source: ArrowError },
     #[error(transparent)]
     Published(#[from] super::published::PublishedError),
 }

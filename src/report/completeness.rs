@@ -103,7 +103,10 @@ async fn fold_days(
 ) -> Result<Vec<(String, crate::lake::day_sums::Counts)>> {
     use crate::lake::day_sums::DayCounts;
     let counted = tokio::task::spawn_blocking(move || -> std::result::Result<Vec<(String, crate::lake::day_sums::Counts)>, crate::lake::buckets::BucketError> {
-        let files = lake.existing(&lake.table_dir(crate::lake::Table::GpuSamples), files).map_err(|e| crate::lake::buckets::BucketError::Fold(e.to_string()))?;
+        let table = crate::lake::Table::GpuSamples;
+        let files = lake
+            .existing(&lake.table_dir(table), files)
+            .map_err(|source| crate::lake::scan::ScanError::List { table: table.name(), lake: lake.root().to_path_buf(), source })?;
         let strings = std::sync::Mutex::new(crate::lake::intern::Interner::default());
         let parts = crate::lake::scan::fold_files(&lake, &files, &DayCounts::columns(), threads, Vec::new, |days: &mut Vec<(std::path::PathBuf, DayCounts)>, path, b| {
             if days.last().is_none_or(|(p, _)| p != path) {
