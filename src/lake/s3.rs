@@ -33,8 +33,12 @@ pub enum S3Error {
     Credentials { path: PathBuf, detail: String },
     #[error("lake.s3.credentials_file {path}: {source}")]
     CredentialsRead { path: PathBuf, source: std::io::Error },
-    #[error("lake on {url}: {detail}")]
-    Client { url: String, detail: String },
+    #[error("lake on {url}: {source}")]
+    Client { url: String, source: object_store::Error },
+    #[error("lake on {url}: starting its runtime: {source}")]
+    Runtime { url: String, source: std::io::Error },
+    #[error("lake.path {url:?}: {source}")]
+    Url { url: String, source: url::ParseError },
 }
 
 /// A tokio runtime that may be dropped anywhere (also inside another runtime).
@@ -66,13 +70,13 @@ pub struct S3Store {
 impl S3Store {
     pub fn open(location: &str, config: &S3Config) -> Result<S3Store, S3Error> {
         let loc_err = |detail: String| S3Error::Location { url: location.to_string(), detail };
-        let url = Url::parse(location).map_err(|e| loc_err(e.to_string()))?;
+        let url = Url::parse(location).map_err(|source| S3Error::Url { url: location.to_string(), source })?;
         if url.scheme() != "s3" {
             return Err(loc_err(format!("the {} scheme is not supported; use s3://bucket/prefix or a local folder", url.scheme())));
         }
         let bucket = url.host_str().filter(|b| !b.is_empty()).ok_or_else(|| loc_err("no bucket (s3://bucket/prefix)".into()))?.to_string();
         let prefix: Vec<String> = url.path().split('/').filter(|p| !p.is_empty()).map(|p| p.to_string()).collect();
-        let bucket_url = Url::parse(&format!("s3://{bucket}")).map_err(|e| loc_err(e.to_string()))?;
+        let bucket_url = Url::parse(&format!("s3://{bucket}")).map_err(|source| S3Error::Url { url: location.to_string(), source })?;
 
         // The environment first (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
         // AWS_REGION, AWS_ENDPOINT, ...), then the config file's keys over it.
@@ -100,14 +104,14 @@ impl S3Store {
                 builder = builder.with_token(token);
             }
         }
-        let client_err = |e: object_store::Error| S3Error::Client { url: location.to_string(), detail: e.to_string() };
+        let client_err = |source| S3Error::Client { url: location.to_string(), source };
         let client: Arc<dyn ObjectStore> = Arc::new(builder.clone().build().map_err(client_err)?);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("lake-s3")
             .enable_all()
             .build()
-            .map_err(|e| S3Error::Client { url: location.to_string(), detail: format!("starting its runtime: {e}") })?;
+            .map_err(|source| S3Error::Runtime { url: location.to_string(), source })?;
         Ok(S3Store {
             location: location.trim_end_matches('/').to_string(),
             bucket_url,
@@ -125,7 +129,7 @@ impl S3Store {
 
     /// The URL and a client for DataFusion's runtime environment.
     pub fn datafusion_store(&self) -> Result<(Url, Arc<dyn ObjectStore>), S3Error> {
-        let client = self.builder.clone().build().map_err(|e| S3Error::Client { url: self.location.clone(), detail: e.to_string() })?;
+        let client = self.builder.clone().build().map_err(|source| S3Error::Client { url: self.location.clone(), source })?;
         Ok((self.bucket_url.clone(), Arc::new(client)))
     }
 
