@@ -16,7 +16,7 @@
 //! - `idle_runs`: every idle run of at least `min_secs`, with its start and GPU-us, and the
 //!   runs a step short of it: the grid measures a run's length to a step, so a run within a step
 //!   of the minimum either side is in or out by where its first and last scrapes fell. The SQL
-//!   counts the first kind and states both as the idle figure's band (`Run::at_edge`).
+//!   counts the first kind and states both as the idle figure's band (`Run::kept`).
 
 use std::collections::HashMap;
 use std::path::Path;
