@@ -60,17 +60,17 @@ impl Report {
         if shown.len() == self.columns.len() {
             return self.clone();
         }
-        let left: Vec<&str> = (0..self.columns.len()).filter(|i| !shown.contains(i)).map(|i| self.columns[i].as_str()).collect();
         let pick = |row: &Vec<Cell>| shown.iter().map(|&i| row.get(i).cloned().unwrap_or(Cell::Null)).collect::<Vec<Cell>>();
         let mut notes = self.notes.clone();
-        let blank: Vec<&str> = left.iter().copied().filter(|c| self.columns.iter().position(|n| n == c).is_some_and(|i| !said.contains(&i))).collect();
-        let more: Vec<&str> = left.iter().copied().filter(|c| !blank.contains(c)).collect();
+        // What was left out: columns with something to say that were not chosen, and blank ones.
+        let (more, blank): (Vec<usize>, Vec<usize>) = (0..self.columns.len()).filter(|i| !shown.contains(i)).partition(|i| said.contains(i));
+        let names = |idx: &[usize]| idx.iter().map(|&i| self.columns[i].as_str()).collect::<Vec<_>>().join(", ");
         let mut why = Vec::new();
         if !more.is_empty() {
-            why.push(format!("not shown here: {}", more.join(", ")));
+            why.push(format!("not shown here: {}", names(&more)));
         }
         if !blank.is_empty() {
-            why.push(format!("empty or zero in every row: {}", blank.join(", ")));
+            why.push(format!("empty or zero in every row: {}", names(&blank)));
         }
         notes.push(format!("{} (--wide, the other formats and the files have every column)", capitalised(&why.join("; "))));
         Report {

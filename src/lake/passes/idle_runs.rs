@@ -191,10 +191,6 @@ impl IdleDay {
         IdleDay { edges: false, ..IdleDay::new(IdleRule { util_threshold_pct: ROLLUP_THRESHOLD_PCT, min_secs: ROLLUP_MIN_RUN_SECS }) }
     }
 
-    fn keeps(&self, run: &Run) -> bool {
-        run.kept_by(self.min_secs, self.edges)
-    }
-
     /// Folds the rows of `b` (from `path`) with a pod, `ts` in `[start_ms, end_ms)` and, where
     /// `cluster` is given, of that cluster (a null cluster is `default`).
     pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64, cluster: Option<&str>) -> Result<(), IdleScanError> {
@@ -735,7 +731,7 @@ impl IdleDay {
             let (start, steps, secs, us) = (tss(b, "start")?, ints(b, "steps")?, ints(b, "secs")?, ints(b, "gpu_us")?);
             for i in 0..b.num_rows() {
                 let run = Run { start: start.value(i), steps: steps.value(i), secs: secs.value(i), gpu_us: us.value(i) };
-                if wanted.is_some_and(|w| w != c[i]) || !day.keeps(&run) {
+                if wanted.is_some_and(|w| w != c[i]) || !run.kept_by(day.min_secs, day.edges) {
                     continue;
                 }
                 let key = Key { gpu: gpu[i], gi: if gi.is_null(i) { -1 } else { gi.value(i) }, ns: ns[i], pod: pod[i] };
