@@ -58,7 +58,7 @@ def main():
     w("report as `gpuledger report` builds it) and DuckDB (`benches/duckdb_side.py`: the files read with")
     w("`read_parquet(..., hive_partitioning)`, the two dialect differences rewritten). Two steps are passes over")
     w("the day files in gpuledger rather than SQL, and DuckDB runs their plain-SQL form to make the same table")
-    w("(`benches/sql/`; `tests/passes.rs` checks each pass against that SQL row for row): the chargeback's")
+    w("(`benches/sql/`; `tests/it/passes.rs` checks each pass against that SQL row for row): the chargeback's")
     w("per-15-minute sums (`gpu_buckets`, then priced by the same SQL on both sides) and the idle report's")
     w("per-pod idle runs (window functions over every row in SQL). The lake keeps those 15-minute sums as a")
     w("rollup file beside each day of `gpu_samples` (`src/lake/rollup.rs`, written with the day): `chargeback`")

@@ -134,7 +134,7 @@ const STANDALONE_TASK_SLOTS: usize = 16;
 /// came back empty) has tasks with different operator counts, the scheduler rejects the second
 /// task's status ("task metrics array size 6 does not equal with the stage metrics array size
 /// 7") and waits for it forever. Seen in about 1 of 45 chargebacks on the in-process cluster;
-/// never with the static planner, which plans every stage once (tests/ballista.rs loops it).
+/// never with the static planner, which plans every stage once (tests/it/ballista.rs loops it).
 #[cfg(feature = "ballista")]
 const ADAPTIVE_PLANNER: &str = "ballista.planner.adaptive.enabled";
 

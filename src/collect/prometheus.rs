@@ -8,7 +8,7 @@
 //! TSDBs has no staleness marker) is still "present" for up to 5 minutes next to the new
 //! one: both pods would be charged for the same GPU. A raw range vector returns only the
 //! samples that were scraped, with their own timestamps, so each scrape maps to exactly one
-//! holder; `tests/collect_prometheus.rs` shows the double count `query_range` gives on the
+//! holder; `tests/it/collect_prometheus.rs` shows the double count `query_range` gives on the
 //! same data. Raw queries are not bound by the 11,000-points-per-series limit of
 //! `query_range`, only by `query.max-samples`, which the chunk length keeps far below.
 

@@ -3,7 +3,7 @@
 Hive-partitioned Parquet of `gpu_samples` and `nodes`, nothing else, and SQL written here
 (not gpuledger's queries). Prints, per namespace (`__unallocated__` for GPU time with no pod),
 the window's GPU-microseconds, millijoules and GPU cost at the given per-GPU-hour prices, as
-JSON; `tests/other_engines.rs` compares them with gpuledger's chargeback.
+JSON; `tests/it/other_engines.rs` compares them with gpuledger's chargeback.
 
 Usage: lake_totals.py --lake LAKE --from T --to T --price MODEL=PRICE [...]
 """

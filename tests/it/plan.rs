@@ -2,11 +2,11 @@
 //! replay against the simulator's own schedule (its ground-truth ledger), scenario identities,
 //! conservation of each scenario's pool, the optimiser against the baseline, and scenario errors.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::JsonNumber;
+use crate::common::JsonNumber;
 use serde_json::Value;
 
 fn section<'a>(doc: &'a Value, name: &str) -> &'a Value {

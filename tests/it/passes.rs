@@ -8,7 +8,7 @@
 //!   that a rollup is used only while it matches its day's samples.
 //! The SQL forms are independent formulations (DataFusion's operators, not the passes' loops).
 
-mod common;
+use crate::common;
 
 use arrow::array::RecordBatch;
 use arrow::util::display::array_value_to_string;

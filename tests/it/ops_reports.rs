@@ -2,8 +2,8 @@
 //! same nearest-rank percentiles as the ledger), events, the heatmap's GPU time, and the
 //! inventory against the simulated cluster itself.
 
-mod common;
-use common::JsonNumber;
+use crate::common;
+use crate::common::JsonNumber;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

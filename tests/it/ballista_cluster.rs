@@ -7,9 +7,8 @@
 //!
 //! Where the binaries are absent (they are another build) the test says SKIPPED with the build
 //! command, unless `GPULEDGER_REQUIRE_BALLISTA_CLUSTER` is set (CI).
-#![cfg(feature = "ballista")]
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::net::TcpListener;

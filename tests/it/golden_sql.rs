@@ -2,7 +2,7 @@
 //! out by hand (fixtures/golden/README.md); the expected file is edited by hand, never
 //! regenerated from the code's output.
 
-mod common;
+use crate::common;
 
 use gpuledger::lake::import::import_csv;
 use gpuledger::lake::{Lake, Table};

@@ -4,8 +4,8 @@
 //! re-pricing a past month from the lake; the idle and shared-namespace spread; teams and
 //! cost centres; CPU and memory prices; the request-based fallback; the FOCUS export.
 
-mod common;
-use common::JsonNumber;
+use crate::common;
+use crate::common::JsonNumber;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

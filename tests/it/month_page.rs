@@ -4,7 +4,7 @@
 //! chargeback, idle and queue reports; then the page in headless Chromium at 1280 and 390 px,
 //! and its PDF, which a re-run prints to the same bytes.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

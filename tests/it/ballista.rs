@@ -3,9 +3,8 @@
 //! (`--engine ballista://standalone`: its scheduler and executor, planning and shuffles as on
 //! a real cluster), give identical bytes; the tables gpuledger builds in memory travel to the
 //! executors as Parquet in the lake's `_scratch/`, which is gone when the command ends.
-#![cfg(feature = "ballista")]
 
-mod common;
+use crate::common;
 
 const FROM: &str = "2026-10-01T00:00:00Z";
 const TO: &str = "2026-10-03T12:00:00Z";

@@ -1,20 +1,19 @@
 //! The lake on S3-compatible object storage, against a real S3 server on loopback (the `moto`
-//! server, `tests/common/moto.rs`): every report on a bucket equals the same report on the same
+//! server, `tests/it/common/moto.rs`): every report on a bucket equals the same report on the same
 //! files on disk; the writer puts byte-identical files under the same keys and rewrites a day in
 //! place; rollups are kept current there; the lock is a lease that excludes a live holder, is
 //! renewed, is taken over once it runs out, and lets exactly one of many racing takers in; an
 //! unreachable endpoint or wrong credentials fail with a message naming the lake and no secret;
 //! a failing store is retried exactly `lake.s3.retries` times.
-//! (The collector writing to a bucket from a real Prometheus is in tests/collect_prometheus.rs.)
-#![cfg(feature = "s3")]
+//! (The collector writing to a bucket from a real Prometheus is in tests/it/collect_prometheus.rs.)
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;
 
 use chrono::NaiveDate;
-use common::moto::{self, Moto};
+use crate::common::moto::{self, Moto};
 use gpuledger::collect::state::{Checkpoints, LakeLock, StateError};
 use gpuledger::config::S3Config;
 use gpuledger::lake::{reader::read_partition, write_partition, Lake, Table};

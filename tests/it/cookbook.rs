@@ -2,8 +2,8 @@
 //! binary on a simulated month, each answer checked against the simulator's ledger or the
 //! chargeback report, which are computed independently of the views the cookbook uses.
 
-mod common;
-use common::JsonNumber;
+use crate::common;
+use crate::common::JsonNumber;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

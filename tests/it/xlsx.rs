@@ -4,7 +4,7 @@
 //! the cent), a bold, frozen header row. Needs a Python with openpyxl (`GPULEDGER_XLSX_PYTHON`,
 //! else `python3`); says SKIPPED where there is none, unless `GPULEDGER_REQUIRE_OPENPYXL` is set.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

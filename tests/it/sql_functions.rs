@@ -6,7 +6,7 @@
 //! until `unicode_expressions` was named). This test reads Cargo.toml and the shipped SQL and
 //! refuses any such call.
 
-mod common;
+use crate::common;
 
 /// The function groups (DataFusion 55 features) and their functions, as called in SQL.
 const GROUPS: &[(&str, &[&str])] = &[

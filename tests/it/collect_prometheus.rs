@@ -4,8 +4,8 @@
 //! overlapping re-collect, a collector killed with SIGKILL, the evidence against
 //! `query_range`, and Prometheus stopped mid-run.
 
-mod common;
-use common::JsonNumber;
+use crate::common;
+use crate::common::JsonNumber;
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -1016,7 +1016,7 @@ fn collect_from_a_real_prometheus() {
     assert_eq!(one("SELECT count(*) FROM gaps"), 0);
     // The time-sliced GPU (4 replicas of nvidia.com/gpu.shared) and the pods that used it;
     // their GPU-hours are in the ledger comparison above. (Several pods at once, 1/n each, is
-    // covered on a month in tests/costing.rs.)
+    // covered on a month in tests/it/costing.rs.)
     assert_eq!(one("SELECT CAST(max(capacity) AS BIGINT) FROM node_capacity WHERE resource = 'nvidia_com_gpu_shared'"), 4);
     assert!(one("SELECT count(*) FROM pods WHERE gpu_resource = 'nvidia.com/gpu.shared'") > 0, "pods requested a shared GPU");
     // Teams and cost centres from kube_namespace_labels, with no [teams] in the config.

@@ -9,7 +9,7 @@
 //! pandas and SQLAlchemy), `GPULEDGER_NODE_PATH` (a node_modules with `pg`),
 //! `GPULEDGER_JDBC_JAR` (default /usr/share/java/postgresql.jar).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 //! this pins the exact output (columns, order, rounding, formats) so any change to it is a
 //! deliberate one. The goldens are insta snapshots (`tests/golden/reports/<report>.snap`): a
 //! change is written beside them as `.snap.new` for `cargo insta review`, or accepted with
-//! `INSTA_UPDATE=always cargo test --release --test golden_reports`; review the diff.
+//! `INSTA_UPDATE=always cargo test --release --features ballista --test it -- golden_reports::`; review the diff.
 
-mod common;
+use crate::common;
 
 #[test]
 fn every_report_matches_its_golden_csv() {
@@ -25,7 +25,7 @@ fn every_report_matches_its_golden_csv() {
     assert_eq!(names.len(), 23, "{names:?}");
     for name in &names {
         let got = std::fs::read_to_string(dir.join("r/2026-10").join(name)).unwrap();
-        insta::with_settings!({ snapshot_path => "golden/reports", prepend_module_to_snapshot => false, omit_expression => true }, {
+        insta::with_settings!({ snapshot_path => "../golden/reports", prepend_module_to_snapshot => false, omit_expression => true }, {
             insta::assert_snapshot!(name.trim_end_matches(".csv"), got);
         });
     }

@@ -4,8 +4,8 @@
 //! totals of its conservation line. Needs a Python with duckdb: `GPULEDGER_DUCKDB_PYTHON`, else
 //! `python3`; says SKIPPED where there is none, unless `GPULEDGER_REQUIRE_DUCKDB` is set (CI).
 
-mod common;
-use common::JsonNumber;
+use crate::common;
+use crate::common::JsonNumber;
 
 use std::process::Command;
 

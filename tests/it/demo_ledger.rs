@@ -2,8 +2,8 @@
 //! ground-truth ledger, exact conservation, byte-identical re-runs, and the scenarios the
 //! simulator promises (MIG, preemption, OOM kills, zombies, quota queues, reused pod names).
 
-mod common;
-use common::JsonNumber;
+use crate::common;
+use crate::common::JsonNumber;
 
 use std::path::Path;
 

@@ -1,8 +1,8 @@
 //! Trace mode on the real Alibaba GPU v2025 DLRM trace: the lake's chargeback against
 //! GPU-hours computed here, straight from the trace's CSV.
 
-mod common;
-use common::JsonNumber;
+use crate::common;
+use crate::common::JsonNumber;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

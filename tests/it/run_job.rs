@@ -4,7 +4,7 @@
 //! filtered. Snapshots live in `tests/snapshots/`; review a change with `cargo insta review`
 //! (or accept it with `INSTA_UPDATE=always`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -53,7 +53,7 @@ fn filter_timings(text: &str) -> String {
 /// `actual` against `tests/snapshots/<name>.snap` (insta: a change is written beside it as
 /// `.snap.new` for `cargo insta review`, or accepted with `INSTA_UPDATE=always`).
 fn snapshot(name: &str, actual: &str) {
-    insta::with_settings!({ snapshot_path => "snapshots", prepend_module_to_snapshot => false, omit_expression => true }, {
+    insta::with_settings!({ snapshot_path => "../snapshots", prepend_module_to_snapshot => false, omit_expression => true }, {
         insta::assert_snapshot!(name, actual);
     });
 }

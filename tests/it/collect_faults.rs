@@ -3,7 +3,7 @@
 //! bad query. Also: auth and extra
 //! headers reach the server, and the token never reaches the logs.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

@@ -4,7 +4,7 @@
 //! object-storage and Ballista overlays change only what they say, and the Ballista
 //! Deployments' arguments parse with the stock programs' own parsers.
 
-mod common;
+use crate::common;
 
 use clap::Parser;
 use gpuledger::config::Config;

@@ -1,7 +1,7 @@
 //! The simulator's OpenMetrics history: real DCGM / kube-state-metrics names and labels,
 //! loadable by `promtool tsdb create-blocks-from openmetrics`, and consistent with the lake.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

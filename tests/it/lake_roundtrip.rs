@@ -1,7 +1,7 @@
 //! The lake writer and reader: schema, sort order, Parquet layout, idempotent rewrite of a
 //! day, orphaned temp files, and an empty lake.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The command line as users meet it: read-only SQL, `tables`, config errors that name the
 //! key, bad windows, and every shipped config file parsing.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 
