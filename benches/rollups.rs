@@ -11,11 +11,11 @@
 use std::time::Instant;
 
 use gpuledger::config::Config;
+use gpuledger::domain::window::Window;
 use gpuledger::engine::SessionBuilder;
 use gpuledger::lake::Lake;
 use gpuledger::queries::Queries;
 use gpuledger::report::{self, ReportKind};
-use gpuledger::domain::window::Window;
 
 fn peak_rss_kib() -> i64 {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

@@ -4,10 +4,10 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::domain::dcgm_field::Field;
 use crate::collect::kube::KubeMetric;
 use crate::collect::prometheus::PromClient;
 use crate::config::{Config, PrometheusConfig};
+use crate::domain::dcgm_field::Field;
 use crate::engine::SessionBuilder;
 use crate::lake::{Lake, Table};
 use crate::queries::{Queries, BUILTIN};
@@ -58,7 +58,11 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
         let probe = crate::collect::state::state_dir(lake).join(format!(".gpuledger-check-{}", std::process::id()));
         let wrote = lake.publish(&probe, |w| w.write_all(b"probe")).and_then(|_| lake.read(&probe)).and_then(|b| {
             lake.remove(&probe)?;
-            if &b[..] == b"probe" { Ok(()) } else { Err(std::io::Error::other("read back other bytes than written")) }
+            if &b[..] == b"probe" {
+                Ok(())
+            } else {
+                Err(std::io::Error::other("read back other bytes than written"))
+            }
         });
         if let Err(e) = lake.list(root).and(wrote) {
             out.push(finding(Status::Fail, "lake", format!("{}: cannot list, write and delete there: {e}", root.display())));
@@ -67,7 +71,16 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
     } else if !root.exists() {
         let parent = root.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let status = if writable(parent) { Status::Ok } else { Status::Fail };
-        out.push(finding(status, "lake", format!("{} does not exist yet; {} will create it ({})", root.display(), "the first collect", if status == Status::Ok { "parent is writable" } else { "but its parent is not writable" })));
+        out.push(finding(
+            status,
+            "lake",
+            format!(
+                "{} does not exist yet; {} will create it ({})",
+                root.display(),
+                "the first collect",
+                if status == Status::Ok { "parent is writable" } else { "but its parent is not writable" }
+            ),
+        ));
         return out;
     }
     if lake.is_local() && !writable(root) {
@@ -218,7 +231,11 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
     let util = cfg.metrics.of(Field::Util);
     let engine = cfg.metrics.of(Field::EngineActive);
     out.push(match (has(util), has(engine)) {
-        (true, _) | (_, true) => finding(Status::Ok, "dcgm utilisation", format!("{}{}", if has(util) { util } else { "" }, if has(engine) { format!(" {engine} (MIG)") } else { String::new() })),
+        (true, _) | (_, true) => finding(
+            Status::Ok,
+            "dcgm utilisation",
+            format!("{}{}", if has(util) { util } else { "" }, if has(engine) { format!(" {engine} (MIG)") } else { String::new() }),
+        ),
         _ => finding(Status::Fail, "dcgm utilisation", format!("neither {util} nor {engine} exists: is dcgm-exporter scraped? (prometheus.metrics.gpu_util)")),
     });
     for (field, key, required) in [
@@ -235,7 +252,11 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
         } else if required {
             finding(Status::Fail, format!("dcgm {key}"), format!("{m} does not exist (prometheus.metrics.{key})"))
         } else {
-            finding(Status::Warn, format!("dcgm {key}"), format!("{m} does not exist (prometheus.metrics.{key}){}", if key == "energy" { ": energy falls back to power x time" } else { "" }))
+            finding(
+                Status::Warn,
+                format!("dcgm {key}"),
+                format!("{m} does not exist (prometheus.metrics.{key}){}", if key == "energy" { ": energy falls back to power x time" } else { "" }),
+            )
         });
     }
     for metric in KubeMetric::ALL {
@@ -248,7 +269,11 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
         } else if metric == KubeMetric::KueuePending {
             finding(Status::Ok, what, "absent (Kueue does not run here; the queue report skips it)")
         } else if metric == KubeMetric::ResourceClaims {
-            finding(Status::Ok, what, "absent (no DRA here, or kube-state-metrics before 2.20: pods holding GPUs through ResourceClaims are then known from dcgm-exporter alone)")
+            finding(
+                Status::Ok,
+                what,
+                "absent (no DRA here, or kube-state-metrics before 2.20: pods holding GPUs through ResourceClaims are then known from dcgm-exporter alone)",
+            )
         } else if metric == KubeMetric::NamespaceLabels {
             finding(Status::Ok, what, "absent (teams and cost centres come from the config's [teams] only)")
         } else if required {
@@ -266,7 +291,15 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
     } else if has(&hami[0]) {
         finding(Status::Ok, "hami", format!("present: {}", present.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")))
     } else {
-        finding(Status::Warn, "hami", format!("{} does not exist (prometheus.metrics.hami_core_allocated) though {} do: HAMi's GPUs go by memory alone", hami[0], present.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")))
+        finding(
+            Status::Warn,
+            "hami",
+            format!(
+                "{} does not exist (prometheus.metrics.hami_core_allocated) though {} do: HAMi's GPUs go by memory alone",
+                hami[0],
+                present.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        )
     });
     out.push(check_gpu_nodes(&client, cfg).await);
     if let Some(f) = check_clusters(&client, cfg).await {
@@ -337,14 +370,24 @@ async fn check_gpu_nodes(client: &PromClient, cfg: &PrometheusConfig) -> Finding
         finding(
             Status::Warn,
             "gpu nodes",
-            format!("no node of kube_node_status_capacity ({} nodes) is one DCGM names ({}): another naming convention? The pool is what DCGM reports", capacity.len(), cfg.labels.node.join(", ")),
+            format!(
+                "no node of kube_node_status_capacity ({} nodes) is one DCGM names ({}): another naming convention? The pool is what DCGM reports",
+                capacity.len(),
+                cfg.labels.node.join(", ")
+            ),
         )
     } else if !missing.is_empty() {
         let list: Vec<&str> = missing.iter().take(10).map(|s| s.as_str()).collect();
         finding(
             Status::Warn,
             "gpu nodes",
-            format!("{} of {} GPU nodes have no DCGM series (is dcgm-exporter running there?): {}{}; their GPU time is __unmeasured__", missing.len(), capacity.len(), list.join(", "), if missing.len() > 10 { ", ..." } else { "" }),
+            format!(
+                "{} of {} GPU nodes have no DCGM series (is dcgm-exporter running there?): {}{}; their GPU time is __unmeasured__",
+                missing.len(),
+                capacity.len(),
+                list.join(", "),
+                if missing.len() > 10 { ", ..." } else { "" }
+            ),
         )
     } else {
         finding(Status::Ok, "gpu nodes", format!("{} nodes with GPUs (kube_node_status_capacity), every one named by DCGM", capacity.len()))

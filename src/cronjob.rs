@@ -15,15 +15,15 @@ use chrono::Utc;
 use crate::collect::state::LakeLock;
 use crate::collect::CollectSummary;
 use crate::config::Config;
+use crate::domain::money::format_units;
+use crate::domain::window::Window;
 use crate::engine::SessionBuilder;
 use crate::exit::IncompleteData;
 use crate::lake::Lake;
 use crate::progress::ProgressMode;
 use crate::queries::Queries;
 use crate::report::completeness::SOURCES;
-use crate::domain::money::format_units;
 use crate::report::{self, Cell};
-use crate::domain::window::Window;
 
 /// What one run is asked to do.
 #[derive(Debug, Clone)]
@@ -76,11 +76,8 @@ impl RunOutcome {
                 );
             }
         }
-        let parts: Vec<String> = self
-            .completeness
-            .iter()
-            .map(|(src, pct, present, expected)| format!("{src} {}% ({present} of {expected})", format_units(*pct, 2)))
-            .collect();
+        let parts: Vec<String> =
+            self.completeness.iter().map(|(src, pct, present, expected)| format!("{src} {}% ({present} of {expected})", format_units(*pct, 2))).collect();
         let _ = writeln!(s, "  completeness  {}; threshold {}%", parts.join(", "), self.threshold_pct);
         let _ = writeln!(s, "  chargeback    {}", self.chargeback_line);
         // The reports are the stems written as CSV (each also as txt json md parquet); every other
@@ -94,8 +91,19 @@ impl RunOutcome {
             .filter(|f| !f.rsplit_once('.').is_some_and(|(stem, ext)| per_report.contains(&ext) && stems.contains(&stem)))
             .map(String::as_str)
             .collect();
-        let _ = writeln!(s, "  reports       {} ({} files: {}; each as txt csv json md parquet; and {})", self.dir.display(), self.files.len(), stems.join(" "), whole.join(" "));
-        let _ = writeln!(s, "  status        {}", if self.incomplete.is_empty() { "OK".to_string() } else { format!("DATA INCOMPLETE: {}", self.incomplete.join(", ")) });
+        let _ = writeln!(
+            s,
+            "  reports       {} ({} files: {}; each as txt csv json md parquet; and {})",
+            self.dir.display(),
+            self.files.len(),
+            stems.join(" "),
+            whole.join(" ")
+        );
+        let _ = writeln!(
+            s,
+            "  status        {}",
+            if self.incomplete.is_empty() { "OK".to_string() } else { format!("DATA INCOMPLETE: {}", self.incomplete.join(", ")) }
+        );
         let _ = writeln!(s, "  took          {:.1}s", self.secs);
         s
     }
@@ -146,7 +154,12 @@ pub async fn run(
     let collected = if plan.collect {
         let cfg = &config.prometheus;
         let (from, to) = crate::collect::resolve_window(lake, cfg, None, None, Utc::now())?;
-        tracing::info!("collecting {} to {} from {}", crate::collect::prometheus::fmt_ms(from), crate::collect::prometheus::fmt_ms(to), crate::redact::url_userinfo(&cfg.url));
+        tracing::info!(
+            "collecting {} to {} from {}",
+            crate::collect::prometheus::fmt_ms(from),
+            crate::collect::prometheus::fmt_ms(to),
+            crate::redact::url_userinfo(&cfg.url)
+        );
         Some(crate::collect::collect(lake, cfg, &config.sharing, from, to, progress, false).await.context("collect")?)
     } else {
         None

@@ -162,7 +162,9 @@ pub async fn connect(ctx: datafusion::prelude::SessionContext, engine: &Engine) 
     match engine {
         Engine::Local => Ok(ctx),
         Engine::Standalone => SessionContext::standalone_with_state(state).await.map_err(ConnectError::Standalone),
-        Engine::Remote(addr) => SessionContext::remote_with_state(&format!("df://{addr}"), state).await.map_err(|source| ConnectError::Remote { addr: addr.clone(), source }),
+        Engine::Remote(addr) => {
+            SessionContext::remote_with_state(&format!("df://{addr}"), state).await.map_err(|source| ConnectError::Remote { addr: addr.clone(), source })
+        }
     }
 }
 

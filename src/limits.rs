@@ -36,10 +36,7 @@ impl ResultMeter {
         self.rows += rows as u64;
         self.bytes += bytes as u64;
         if self.rows > limits.rows {
-            return Err(format!(
-                "the result has more than engine.max_result_rows = {} rows; add a LIMIT or an aggregate, or raise the key",
-                limits.rows
-            ));
+            return Err(format!("the result has more than engine.max_result_rows = {} rows; add a LIMIT or an aggregate, or raise the key", limits.rows));
         }
         if self.bytes > limits.bytes {
             return Err(format!(

@@ -34,9 +34,7 @@ impl Progress {
         let bar = show_bar.then(|| {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             bar.set_style(
-                ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
-                    .expect("valid template")
-                    .progress_chars("=> "),
+                ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}").expect("valid template").progress_chars("=> "),
             );
             bar.set_message(label.to_string());
             bar

@@ -135,7 +135,10 @@ const COLUMNS: &[(&str, &str, &str)] = &[
 
 const CONFIG_TABLES: &[(&str, &str)] = &[
     ("gpu_prices", "config [[pricing.gpu]]: price per GPU-hour by model (and MIG profile), with dates"),
-    ("gpu_rates", "config [[pricing.gpu]] resolved: the one rate of every GPU row (MIG profile price, else the whole-GPU price), as every priced query joins it"),
+    (
+        "gpu_rates",
+        "config [[pricing.gpu]] resolved: the one rate of every GPU row (MIG profile price, else the whole-GPU price), as every priced query joins it",
+    ),
     ("cpu_prices", "config [[pricing.cpu]]: price per requested core-hour, with dates"),
     ("memory_prices", "config [[pricing.memory]]: price per requested GiB-hour, with dates"),
     ("tariff_bands", "config [[pricing.power.tariff]]: time-of-use bands as configured"),

@@ -67,7 +67,13 @@ const NAME: &str = "ad hoc query";
 /// Parquet batch by batch; the table and Markdown forms, which size their columns over every
 /// row, at the end). The result is metered against the session's caps
 /// (`engine.max_result_rows`, `engine.max_result_bytes`). Returns the rows written.
-pub async fn run_to(session: &SessionContext, sql: &str, params: &[(String, String)], format: Format, out: &mut (dyn std::io::Write + Send)) -> Result<u64, AdhocError> {
+pub async fn run_to(
+    session: &SessionContext,
+    sql: &str,
+    params: &[(String, String)],
+    format: Format,
+    out: &mut (dyn std::io::Write + Send),
+) -> Result<u64, AdhocError> {
     check_read_only(sql)?;
     let render = |source| AdhocError::Render { format: format.name(), source };
     let (mut stream, deadline) = crate::engine::stream_query(session, NAME, sql, param_values(params)).await?;

@@ -55,10 +55,7 @@ pub(super) fn by_cluster(results: Vec<Fetched>, cfg: &PrometheusConfig) -> BTree
         }
     }
     if unlabelled > 0 {
-        tracing::warn!(
-            "{unlabelled} series carry no {label} label (prometheus.cluster_label): read as cluster {} (prometheus.cluster_name)",
-            cfg.cluster_name
-        );
+        tracing::warn!("{unlabelled} series carry no {label} label (prometheus.cluster_label): read as cluster {} (prometheus.cluster_name)", cfg.cluster_name);
     }
     if unlabelled > 0 || names.is_empty() {
         names.insert(cfg.cluster_name.clone());
@@ -80,7 +77,11 @@ pub(super) fn by_cluster(results: Vec<Fetched>, cfg: &PrometheusConfig) -> BTree
 
 /// "cluster NAME: " where the run reads several clusters, else nothing (log prefixes).
 pub(super) fn in_cluster(name: &str, cfg: &PrometheusConfig) -> String {
-    if cfg.cluster_label.is_some() { format!("cluster {name}: ") } else { String::new() }
+    if cfg.cluster_label.is_some() {
+        format!("cluster {name}: ")
+    } else {
+        String::new()
+    }
 }
 
 /// Every cluster's GPU rows of cells `[c0, c1)`, each with its cluster.
@@ -176,7 +177,11 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
         );
     }
     drop(joined);
-    let hami_series: Vec<_> = results.iter().filter_map(|(job, _, _, series)| if let Job::Hami(m) = job { Some(series.iter().map(move |x| (*m, x))) } else { None }).flatten().collect();
+    let hami_series: Vec<_> = results
+        .iter()
+        .filter_map(|(job, _, _, series)| if let Job::Hami(m) = job { Some(series.iter().map(move |x| (*m, x))) } else { None })
+        .flatten()
+        .collect();
     let shares = HamiShares::build(from, step, ((to - from) / step) as usize, &hami_series, cfg, sharing.hami_share);
     if shares.gpus() > 0 {
         tracing::info!(
@@ -243,7 +248,6 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
         tracing::warn!("{}no DCGM samples at all in {} to {}: is the DCGM exporter scraped?", in_cluster(name, cfg), fmt_ms(from), fmt_ms(to));
     }
     ClusterRows { name: name.to_string(), grid, kube, gaps }
-
 }
 
 /// The devices dcgm-exporter labels with a DRA claim (`dra_claim_namespace`, `dra_claim_name`;
@@ -307,7 +311,11 @@ pub(super) fn log_conventions(cluster: &str, joined: &[(Field, &BTreeMap<String,
         let list: Vec<String> = by_conv.iter().map(|(c, n)| format!("{} on {n} nodes", c.label())).collect();
         tracing::info!("{prefix}DCGM workload labels, read per series: {}", list.join("; "));
     }
-    let unmapped: Vec<&str> = nodes.iter().filter(|n| !seen.get(**n).is_some_and(|c| c.contains_key(&labels::Convention::Exported) || c.contains_key(&labels::Convention::Plain))).copied().collect();
+    let unmapped: Vec<&str> = nodes
+        .iter()
+        .filter(|n| !seen.get(**n).is_some_and(|c| c.contains_key(&labels::Convention::Exported) || c.contains_key(&labels::Convention::Plain)))
+        .copied()
+        .collect();
     if !unmapped.is_empty() {
         tracing::warn!(
             "{prefix}{} nodes have DCGM series but none names a pod (idle the whole window, or an exporter without the pod mapping? prometheus.labels.pod): the chargeback gives their GPU time to the pods kube-state-metrics shows there, requests x running time: {}{}",
@@ -359,11 +367,15 @@ pub(super) fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
     type Key = (Option<String>, String, String, Option<i16>);
     let mut units: BTreeMap<Key, (i16, String, Option<String>, f64, Option<f32>, i64, i64)> = BTreeMap::new();
     for i in 0..gpu.num_rows() {
-        let key = (cluster.is_valid(i).then(|| cluster.value(i).to_string()), node.value(i).to_string(), uuid.value(i).to_string(), gi.is_valid(i).then(|| gi.value(i)));
+        let key = (
+            cluster.is_valid(i).then(|| cluster.value(i).to_string()),
+            node.value(i).to_string(),
+            uuid.value(i).to_string(),
+            gi.is_valid(i).then(|| gi.value(i)),
+        );
         let t = ts.value(i);
-        let e = units.entry(key).or_insert_with(|| {
-            (idx.value(i), model.value(i).to_string(), mig.is_valid(i).then(|| mig.value(i).to_string()), 0.0, None, t, t)
-        });
+        let e =
+            units.entry(key).or_insert_with(|| (idx.value(i), model.value(i).to_string(), mig.is_valid(i).then(|| mig.value(i).to_string()), 0.0, None, t, t));
         // a time-sliced GPU has several rows per step; its unit share is their sum per step
         if t == e.5 {
             e.3 += share.value(i);

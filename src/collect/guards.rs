@@ -25,7 +25,8 @@ impl Held {
         let ts = b.column_by_name("ts").expect("ts").as_primitive::<TimestampMillisecondType>();
         let ns = arrow::compute::cast(b.column_by_name("namespace").expect("namespace"), &DataType::Utf8).expect("cast to utf8");
         let ns = ns.as_string::<i32>();
-        let (util, mem, energy) = (b.column_by_name("util_pct").expect("util"), b.column_by_name("mem_used_mib").expect("mem"), b.column_by_name("energy_j").expect("energy"));
+        let (util, mem, energy) =
+            (b.column_by_name("util_pct").expect("util"), b.column_by_name("mem_used_mib").expect("mem"), b.column_by_name("energy_j").expect("energy"));
         for i in 0..b.num_rows() {
             let t = ts.value(i);
             if t < w0 || t >= w1 || (ns.is_valid(i) && ns.value(i) == UNMEASURED) {
@@ -40,11 +41,16 @@ impl Held {
 
     /// What `new` lacks of `self`, as words; None when nothing.
     pub(super) fn lost_in(&self, new: &Held) -> Option<String> {
-        let parts: Vec<String> = [("GPU rows", self.rows, new.rows), ("utilisation values", self.util, new.util), ("memory values", self.memory, new.memory), ("energy values", self.energy, new.energy)]
-            .iter()
-            .filter(|(_, old, new)| new < old)
-            .map(|(what, old, new)| format!("{what} {old} -> {new}"))
-            .collect();
+        let parts: Vec<String> = [
+            ("GPU rows", self.rows, new.rows),
+            ("utilisation values", self.util, new.util),
+            ("memory values", self.memory, new.memory),
+            ("energy values", self.energy, new.energy),
+        ]
+        .iter()
+        .filter(|(_, old, new)| new < old)
+        .map(|(what, old, new)| format!("{what} {old} -> {new}"))
+        .collect();
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 }
@@ -53,8 +59,11 @@ impl Held {
 pub(super) fn held_in_lake(lake: &Lake, date: NaiveDate, w0: i64, w1: i64) -> Result<Held> {
     let mut held = Held::default();
     let columns = ["ts", "namespace", "util_pct", "mem_used_mib", "energy_j"];
-    let scan = crate::lake::scan::OrderedScan::start(lake, Table::GpuSamples, date, date, &columns)
-        .map_err(|e| CollectError::Merge { table: Table::GpuSamples.name(), date, source: e.into() })?;
+    let scan = crate::lake::scan::OrderedScan::start(lake, Table::GpuSamples, date, date, &columns).map_err(|e| CollectError::Merge {
+        table: Table::GpuSamples.name(),
+        date,
+        source: e.into(),
+    })?;
     for batch in scan {
         let (_, b) = batch.map_err(|e| CollectError::Merge { table: Table::GpuSamples.name(), date, source: e.into() })?;
         held.add(&b, w0, w1);

@@ -32,7 +32,8 @@ pub enum HamiMetric {
 }
 
 impl HamiMetric {
-    pub const ALL: [HamiMetric; 5] = [HamiMetric::CoreAllocated, HamiMetric::MemoryAllocated, HamiMetric::MemoryLimit, HamiMetric::ContainerUtil, HamiMetric::LastKernel];
+    pub const ALL: [HamiMetric; 5] =
+        [HamiMetric::CoreAllocated, HamiMetric::MemoryAllocated, HamiMetric::MemoryLimit, HamiMetric::ContainerUtil, HamiMetric::LastKernel];
 
     /// The configured metric name (`[prometheus.metrics] hami_*`).
     pub fn name(self, cfg: &PrometheusConfig) -> &str {
@@ -239,7 +240,8 @@ mod tests {
         let cfg = PrometheusConfig::default();
         let a = [("namespace", "a"), ("pod", "p1"), ("device_uuid", "GPU-1"), ("container_index", "0")];
         let cores = series(&a, &[(7_000, 25.0), (37_000, 25.0), (67_000, 25.0)]);
-        let kernel = series(&[("namespace", "a"), ("pod", "p1"), ("device_uuid", "GPU-1"), ("container", "c")], &[(7_000, 3.0), (37_000, 33.0), (67_000, 63.0)]);
+        let kernel =
+            series(&[("namespace", "a"), ("pod", "p1"), ("device_uuid", "GPU-1"), ("container", "c")], &[(7_000, 3.0), (37_000, 33.0), (67_000, 63.0)]);
         let input = [(HamiMetric::CoreAllocated, &cores), (HamiMetric::LastKernel, &kernel)];
         let h = HamiShares::build(0, 30_000, 3, &input, &cfg, HamiShare::Max);
         let util = |c: usize| h.at("GPU-1", c).unwrap()[0].util_pct;
@@ -285,7 +287,13 @@ mod tests {
         let (c1, m1) = (series(&a, &[(0, 80.0), (30_000, 80.0)]), series(&a, &[(0, 8.0 * gib), (30_000, 8.0 * gib)]));
         let (c2, m2) = (series(&b, &[(0, 10.0), (30_000, 10.0)]), series(&b, &[(0, 64.0 * gib), (30_000, 64.0 * gib)]));
         let lim = series(&[("device_uuid", "GPU-1")], &[(0, 80.0 * gib)]);
-        let input = [(HamiMetric::CoreAllocated, &c1), (HamiMetric::MemoryAllocated, &m1), (HamiMetric::CoreAllocated, &c2), (HamiMetric::MemoryAllocated, &m2), (HamiMetric::MemoryLimit, &lim)];
+        let input = [
+            (HamiMetric::CoreAllocated, &c1),
+            (HamiMetric::MemoryAllocated, &m1),
+            (HamiMetric::CoreAllocated, &c2),
+            (HamiMetric::MemoryAllocated, &m2),
+            (HamiMetric::MemoryLimit, &lim),
+        ];
         let h = HamiShares::build(0, 30_000, 1, &input, &cfg, HamiShare::Max);
         let parts = h.at("GPU-1", 0).unwrap();
         let total: f64 = parts.iter().map(|p| p.share).sum();

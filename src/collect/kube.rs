@@ -11,8 +11,8 @@ use chrono::NaiveDate;
 
 use super::labels::{sane, LabelPick};
 use super::prometheus::Series;
-use crate::domain::gpu_resource::GpuResource;
 use crate::config::PrometheusConfig;
+use crate::domain::gpu_resource::GpuResource;
 use crate::lake::rows::{PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
 use crate::lake::Table;
 
@@ -386,7 +386,14 @@ impl KubeState {
         }
         for p in self.pods.values_mut().filter(|p| p.dra.is_none() && !p.claims.is_empty()) {
             // The request most pods of the template held.
-            let guess = p.claims.iter().filter_map(|(_, t)| t.as_ref()).filter_map(|t| by_template.get(t)).flat_map(|m| m.iter()).max_by_key(|(_, n)| **n).map(|(r, _)| r.clone());
+            let guess = p
+                .claims
+                .iter()
+                .filter_map(|(_, t)| t.as_ref())
+                .filter_map(|t| by_template.get(t))
+                .flat_map(|m| m.iter())
+                .max_by_key(|(_, n)| **n)
+                .map(|(r, _)| r.clone());
             match guess {
                 Some(r) => {
                     p.dra = Some(r);
@@ -423,7 +430,12 @@ impl KubeState {
     /// The `nvidia_com_*` resources pods requested that are not device counts (HAMi's shares, a
     /// vendor's own), never read as GPUs: named once in the run's log.
     pub fn uncounted_resources(&self) -> std::collections::BTreeSet<&str> {
-        self.pods.values().flat_map(|p| p.requests.keys()).map(|(_, r)| r.as_str()).filter(|r| GpuResource::of(r).is_some_and(|k| !k.counts_devices())).collect()
+        self.pods
+            .values()
+            .flat_map(|p| p.requests.keys())
+            .map(|(_, r)| r.as_str())
+            .filter(|r| GpuResource::of(r).is_some_and(|k| !k.counts_devices()))
+            .collect()
     }
 
     /// GPU pods by the day they were created.
@@ -619,11 +631,28 @@ mod tests {
         let cfg = PrometheusConfig::default();
         let mut k = KubeState::new(0, 600_000, 30);
         let claim = |pod: &'static str, uid: &'static str, claim: &'static str, template: &'static str| {
-            s(&[("namespace", "ns"), ("pod", pod), ("uid", uid), ("claim_name", "gpu"), ("resourceclaim_name", claim), ("resourceclaim_template_name", template)], &[(0, 1.0)])
+            s(
+                &[
+                    ("namespace", "ns"),
+                    ("pod", pod),
+                    ("uid", uid),
+                    ("claim_name", "gpu"),
+                    ("resourceclaim_name", claim),
+                    ("resourceclaim_template_name", template),
+                ],
+                &[(0, 1.0)],
+            )
         };
-        k.add(KubeMetric::ResourceClaims, &[claim("run", "u1", "run-gpu", "mig-x2"), claim("wait", "u2", "wait-gpu", "mig-x2"), claim("nic", "u3", "nic-rdma", "rdma")], &cfg);
+        k.add(
+            KubeMetric::ResourceClaims,
+            &[claim("run", "u1", "run-gpu", "mig-x2"), claim("wait", "u2", "wait-gpu", "mig-x2"), claim("nic", "u3", "nic-rdma", "rdma")],
+            &cfg,
+        );
         let mut devices = BTreeMap::new();
-        let mig = ClaimDevices { whole: BTreeSet::new(), mig: BTreeMap::from([("3g.40gb".to_string(), BTreeSet::from(["gpu-0-mig-1".to_string(), "gpu-0-mig-2".to_string()]))]) };
+        let mig = ClaimDevices {
+            whole: BTreeSet::new(),
+            mig: BTreeMap::from([("3g.40gb".to_string(), BTreeSet::from(["gpu-0-mig-1".to_string(), "gpu-0-mig-2".to_string()]))]),
+        };
         devices.insert(("ns".to_string(), "run-gpu".to_string()), mig);
         let note = k.set_dra(&devices);
         assert_eq!((note.seen, note.by_template, note.unknown), (1, 1, 1));

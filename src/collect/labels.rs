@@ -152,7 +152,11 @@ impl Convention {
 /// A DCGM value that stands for "no data": NaN, infinities, and DCGM's blank sentinels
 /// (INT64 blanks from 0x7ffffffffffffff0, FP64 blanks from 2^47, INT32 blanks from 0x7ffffff0).
 pub fn sane(v: f64) -> Option<f64> {
-    if !v.is_finite() || v >= 9.223_372_036_854_775e18 || (140_737_488_355_328.0..=140_737_488_355_344.0).contains(&v) || (2_147_483_632.0..2_147_483_648.0).contains(&v) {
+    if !v.is_finite()
+        || v >= 9.223_372_036_854_775e18
+        || (140_737_488_355_328.0..=140_737_488_355_344.0).contains(&v)
+        || (2_147_483_632.0..2_147_483_648.0).contains(&v)
+    {
         None
     } else {
         Some(v)
@@ -184,7 +188,14 @@ mod tests {
     #[test]
     fn each_series_names_its_own_holder() {
         let w = WorkloadLabels::new(&crate::config::LabelNames::default());
-        let renamed = series(&[("namespace", "gpu-operator"), ("pod", "nvidia-dcgm-exporter-7xk2p"), ("container", "nvidia-dcgm-exporter"), ("exported_namespace", "team-a"), ("exported_pod", "train-0"), ("exported_container", "main")]);
+        let renamed = series(&[
+            ("namespace", "gpu-operator"),
+            ("pod", "nvidia-dcgm-exporter-7xk2p"),
+            ("container", "nvidia-dcgm-exporter"),
+            ("exported_namespace", "team-a"),
+            ("exported_pod", "train-0"),
+            ("exported_container", "main"),
+        ]);
         assert_eq!(w.holder(&renamed.labels), Some(("team-a".into(), "train-0".into(), Some("main".into()))));
         let idle = series(&[("namespace", "gpu-operator"), ("pod", "nvidia-dcgm-exporter-7xk2p"), ("container", "nvidia-dcgm-exporter")]);
         assert_eq!(w.holder(&idle.labels), None, "the exporter itself holds no GPU");

@@ -25,6 +25,12 @@ use arrow::compute::concat_batches;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::{StreamExt, TryStreamExt};
 
+use crate::config::{PrometheusConfig, SharingConfig};
+use crate::domain::dcgm_field::Field;
+use crate::domain::units::UNMEASURED;
+use crate::lake::published::{Published, PublishedError};
+use crate::lake::{write_partition, Lake, Table, WriteError};
+use crate::progress::{Progress, ProgressMode};
 use assemble::{assemble, by_cluster, gaps_batch, gpu_batch, nodes_of, per_cluster, unmeasured_gpu_seconds, ClusterRows};
 use guards::{held_in_lake, refuse_beyond_retention, rows_in_lake, Held};
 use hami::HamiMetric;
@@ -32,12 +38,6 @@ use kube::KubeMetric;
 use merge::{merge_pods, merge_window};
 use prometheus::{fmt_ms, PromClient, PromError, Series};
 use state::{Checkpoints, LakeLock, StateError};
-use crate::config::{PrometheusConfig, SharingConfig};
-use crate::domain::dcgm_field::Field;
-use crate::domain::units::UNMEASURED;
-use crate::lake::published::{Published, PublishedError};
-use crate::lake::{write_partition, Lake, Table, WriteError};
-use crate::progress::{Progress, ProgressMode};
 
 pub const SOURCES: [&str; 2] = ["dcgm", "kube"];
 const DAY_MS: i64 = 86_400_000;
@@ -115,13 +115,7 @@ enum Job {
 
 /// The window to collect: explicit, or from the checkpoint (or `initial_days` back) to now
 /// minus the lag; both ends on the step grid.
-pub fn resolve_window(
-    lake: &Lake,
-    cfg: &PrometheusConfig,
-    from: Option<DateTime<Utc>>,
-    to: Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
-) -> Result<(i64, i64)> {
+pub fn resolve_window(lake: &Lake, cfg: &PrometheusConfig, from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<(i64, i64)> {
     let step = cfg.step_secs as i64 * 1000;
     let to_ms = to.map_or(now.timestamp_millis() - cfg.lag_secs as i64 * 1000, |t| t.timestamp_millis());
     let from_ms = match from {
@@ -156,7 +150,15 @@ pub fn accept(lake: &Lake, days: &[NaiveDate]) -> Result<Vec<crate::lake::publis
 /// new rows replace it only if they are not less (fewer measured GPU rows, or fewer rows with a
 /// metric), unless `replace`: otherwise the run fails before writing anything. `sharing`: how a
 /// GPU a sharing layer splits is divided among its holders.
-pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfig, from: i64, to: i64, progress: ProgressMode, replace: bool) -> Result<CollectSummary> {
+pub async fn collect(
+    lake: &Lake,
+    cfg: &PrometheusConfig,
+    sharing: &SharingConfig,
+    from: i64,
+    to: i64,
+    progress: ProgressMode,
+    replace: bool,
+) -> Result<CollectSummary> {
     let _lock = LakeLock::acquire(lake, "collect")?;
     let removed = lake.clean_orphans().map_err(|source| WriteError::Io { path: lake.root().to_path_buf(), source })?;
     if removed > 0 {
@@ -325,7 +327,8 @@ pub async fn collect(lake: &Lake, cfg: &PrometheusConfig, sharing: &SharingConfi
             *unmeasured.entry(node).or_default() += gpu_s;
         }
         // The day's first file: where it cannot be written (a full disk), the day is as it was.
-        let first = merge_window(lake, Table::GpuSamples, date, "ts", w0, w1, gpu).and_then(|gpu| Ok(write_partition(lake, Table::GpuSamples, date, &gpu).map(|_| gpu)?));
+        let first = merge_window(lake, Table::GpuSamples, date, "ts", w0, w1, gpu)
+            .and_then(|gpu| Ok(write_partition(lake, Table::GpuSamples, date, &gpu).map(|_| gpu)?));
         let gpu = match first {
             Ok(gpu) => gpu,
             Err(e) => {
@@ -404,4 +407,3 @@ fn job_order(job: &Job) -> (u8, u8) {
         Job::Hami(m) => (2, *m as u8),
     }
 }
-

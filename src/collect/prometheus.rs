@@ -205,7 +205,8 @@ impl PromClient {
     pub async fn query_range(&self, query: &str, start_ms: i64, end_ms: i64, step_s: u32) -> Result<Vec<Series>> {
         let window = format!("{} to {}", fmt_ms(start_ms), fmt_ms(end_ms));
         let (start, end, step) = (format!("{}", start_ms / 1000), format!("{}", end_ms / 1000), format!("{step_s}"));
-        let data: Option<Matrix> = self.get_json("/api/v1/query_range", &[("query", query), ("start", &start), ("end", &end), ("step", &step)], query, &window).await?;
+        let data: Option<Matrix> =
+            self.get_json("/api/v1/query_range", &[("query", query), ("start", &start), ("end", &end), ("step", &step)], query, &window).await?;
         series_of(data).map_err(|message| PromError::Query { query: query.into(), window, message })
     }
 
@@ -214,7 +215,14 @@ impl PromClient {
         self.get_json_tries(path, params, query, window, self.retries).await
     }
 
-    async fn get_json_tries<T: serde::de::DeserializeOwned>(&self, path: &str, params: &[(&str, &str)], query: &str, window: &str, retries: u32) -> Result<Option<T>> {
+    async fn get_json_tries<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        params: &[(&str, &str)],
+        query: &str,
+        window: &str,
+        retries: u32,
+    ) -> Result<Option<T>> {
         let url = format!("{}{}", self.base, path);
         let fail = |message: String| PromError::Query { query: query.to_string(), window: window.to_string(), message: self.redactor.apply(&message) };
         // Exponential backoff from prometheus.backoff_ms, doubling to at most a minute, each
@@ -430,7 +438,8 @@ mod tests {
         assert_eq!(s[0].samples[0], (1_790_812_800_500, 1.5e9));
         assert!(s[0].samples[1].1.is_nan());
         assert!(s[0].samples[2].1.is_infinite());
-        let vector: Reply<Matrix> = serde_json::from_str(r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}"#).unwrap();
+        let vector: Reply<Matrix> =
+            serde_json::from_str(r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}"#).unwrap();
         assert_eq!(series_of(vector.data).err().as_deref(), Some("expected a matrix, got vector"));
         let error: Reply<Matrix> = serde_json::from_str(r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#).unwrap();
         assert!(error.data.is_none() && error.error.as_deref() == Some("parse error"));

@@ -207,7 +207,13 @@ mod lease {
             let acquired = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
             let job_name = job.to_string();
             let record = move |now: DateTime<Utc>| {
-                let r = Record { job: job_name.clone(), host: host(), pid: std::process::id(), acquired: acquired.clone(), expires: (now + ttl).to_rfc3339_opts(SecondsFormat::Millis, true) };
+                let r = Record {
+                    job: job_name.clone(),
+                    host: host(),
+                    pid: std::process::id(),
+                    acquired: acquired.clone(),
+                    expires: (now + ttl).to_rfc3339_opts(SecondsFormat::Millis, true),
+                };
                 serde_json::to_vec_pretty(&r).expect("json")
             };
             for _ in 0..5 {
@@ -237,19 +243,17 @@ mod lease {
             let (s, r, p) = (Arc::clone(&store), rel.clone(), path.clone());
             let renewer = std::thread::Builder::new()
                 .name("lake-lock".into())
-                .spawn(move || {
-                    loop {
-                        match stopped.recv_timeout(every) {
-                            Err(RecvTimeoutError::Timeout) => match s.replace(&r, &tag, record(Utc::now())) {
-                                Ok(Some(new)) => tag = new,
-                                Ok(None) => {
-                                    tracing::error!("lost the lake lock {}: another job took it over; this job's writes may now race with it", p.display());
-                                    return String::new();
-                                }
-                                Err(e) => tracing::warn!("renewing the lake lock {}: {e} (will retry)", p.display()),
-                            },
-                            _ => return tag,
-                        }
+                .spawn(move || loop {
+                    match stopped.recv_timeout(every) {
+                        Err(RecvTimeoutError::Timeout) => match s.replace(&r, &tag, record(Utc::now())) {
+                            Ok(Some(new)) => tag = new,
+                            Ok(None) => {
+                                tracing::error!("lost the lake lock {}: another job took it over; this job's writes may now race with it", p.display());
+                                return String::new();
+                            }
+                            Err(e) => tracing::warn!("renewing the lake lock {}: {e} (will retry)", p.display()),
+                        },
+                        _ => return tag,
                     }
                 })
                 .ok();

@@ -82,7 +82,10 @@ mod tests {
                 let ty = line.split("ExitStatus for ").nth(1).unwrap().trim_end_matches(" {").trim();
                 let name = ty.rsplit("::").next().unwrap();
                 found += 1;
-                assert!(asked.contains(&format!("::{name},")) || asked.contains(&format!("::{name}\n")) || asked.contains(&format!(" {name},")), "{path}: {ty} says an exit code but exit_code_for does not ask it");
+                assert!(
+                    asked.contains(&format!("::{name},")) || asked.contains(&format!("::{name}\n")) || asked.contains(&format!(" {name},")),
+                    "{path}: {ty} says an exit code but exit_code_for does not ask it"
+                );
             }
         }
         assert!(found >= 11, "the impls were found: {found}");

@@ -23,19 +23,19 @@ use tracing_subscriber::EnvFilter;
 use crate::adhoc;
 use crate::check;
 use crate::cli::{Cli, CollectArgs, Command, DemoArgs, PlanArgs, QueryArgs, ReportArgs, RollupArgs, RunArgs, ServeArgs, SimulateArgs, WindowArgs};
-use crate::cronjob;
-use crate::exit::{IncompleteData, UsageError};
 use crate::config::Config;
+use crate::cronjob;
 use crate::domain::size::MemorySize;
+use crate::domain::window::{parse_time, Window};
 use crate::engine::SessionBuilder;
+use crate::exit::{IncompleteData, UsageError};
 use crate::lake::Lake;
 use crate::progress::{Progress, ProgressMode};
 use crate::queries::Queries;
 use crate::report::{self, Format};
-use crate::simulate::lake_out::LakeOutput;
 use crate::simulate::cluster::PoolShape;
+use crate::simulate::lake_out::LakeOutput;
 use crate::simulate::{openmetrics, trace, SimParams, Simulation};
-use crate::domain::window::{parse_time, Window};
 
 pub fn init_logging(cli: &Cli) {
     let default = if cli.quiet {
@@ -76,7 +76,8 @@ fn resolve(cli: &Cli) -> Result<Context_> {
         None => (PathBuf::from("gpuledger.toml"), false),
     };
     let mut config = Config::load(&path, required)?;
-    let config_origin = if path.is_file() { format!("{} parses and validates", path.display()) } else { "built-in defaults (no gpuledger.toml here)".to_string() };
+    let config_origin =
+        if path.is_file() { format!("{} parses and validates", path.display()) } else { "built-in defaults (no gpuledger.toml here)".to_string() };
     if let Some(lake) = &cli.lake {
         config.lake.path = lake.clone();
     }
@@ -199,7 +200,9 @@ fn refuse_output_in_lake(lake: &crate::lake::Lake, output: Option<&Path>) -> Res
         }
     };
     if resolved.starts_with(&root) {
-        return Err(UsageError(format!("-o {}: that is inside the lake ({}); write reports and query results elsewhere", output.display(), root.display())).into());
+        return Err(
+            UsageError(format!("-o {}: that is inside the lake ({}); write reports and query results elsewhere", output.display(), root.display())).into()
+        );
     }
     Ok(())
 }

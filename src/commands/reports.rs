@@ -56,11 +56,8 @@ pub(super) async fn run_cmd(ctx: &Context_, args: RunArgs) -> Result<()> {
         crate::config::check_prometheus_url(&url).map_err(|m| UsageError(format!("--url: {m}")))?;
         config.prometheus.url = url;
     }
-    let plan = cronjob::RunPlan {
-        window,
-        collect: config.run.collect && !args.no_collect,
-        reports_dir: cronjob::reports_dir(&config, args.reports_dir.as_deref()),
-    };
+    let plan =
+        cronjob::RunPlan { window, collect: config.run.collect && !args.no_collect, reports_dir: cronjob::reports_dir(&config, args.reports_dir.as_deref()) };
     if !plan.collect {
         require_lake(&ctx.lake)?;
     }

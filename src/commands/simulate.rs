@@ -47,7 +47,10 @@ pub(super) fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
             params.validate()?;
             trace::simulate_trace(path, params.clone())?
         }
-        None => Simulation::run_shaped(params.clone(), PoolShape { autoscale: args.autoscale, replace_gpu: args.replace_gpu, hami: args.hami_node, dra: args.dra_nodes })?,
+        None => Simulation::run_shaped(
+            params.clone(),
+            PoolShape { autoscale: args.autoscale, replace_gpu: args.replace_gpu, hami: args.hami_node, dra: args.dra_nodes },
+        )?,
     };
     if let Some(path) = &args.util_trace {
         let t = crate::simulate::util_trace::UtilTrace::read(path)?;
@@ -107,7 +110,8 @@ pub(super) fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
     }
     let mut ledger_json = serde_json::to_value(&ledger).context("serialising the ledger")?;
     // What `report completeness` should expect of DCGM: the unit-steps the pool was there.
-    ledger_json["pool_unit_steps"] = serde_json::Value::from(crate::simulate::ledger::pool_unit_steps(&sim.cluster, params.window_ms(), params.step_s as i64 * 1000));
+    ledger_json["pool_unit_steps"] =
+        serde_json::Value::from(crate::simulate::ledger::pool_unit_steps(&sim.cluster, params.window_ms(), params.step_s as i64 * 1000));
     if !outages.is_empty() {
         ledger_json["exporter_outages"] = serde_json::Value::Array(outages.iter().map(|o| sim.outage_ledger(o)).collect());
     }
@@ -184,7 +188,8 @@ pub(super) async fn demo(ctx: &Context_, args: DemoArgs) -> Result<()> {
     // `teams` view); the config's own [teams], if any, still win. Saved as
     // DIR/gpuledger.toml so later `report` and `query` runs see the same lake and teams.
     let config = ctx.config.clone();
-    let mut toml_text = String::from("# Written by `gpuledger demo`: gpuledger --config <this file> report chargeback --month <month>\n[lake]\npath = \"lake\"\n");
+    let mut toml_text =
+        String::from("# Written by `gpuledger demo`: gpuledger --config <this file> report chargeback --month <month>\n[lake]\npath = \"lake\"\n");
     if !config.teams.is_empty() {
         toml_text.push_str("\n[teams]\n");
         for (ns, entry) in &config.teams {

@@ -47,13 +47,32 @@ impl Default for RunConfig {
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { listen: "127.0.0.1:5432".into(), users_file: None, tls_cert: None, tls_key: None, max_connections: 64, statement_timeout_secs: 300, tls: Default::default(), login_timeout_secs: 10 }
+        ServeConfig {
+            listen: "127.0.0.1:5432".into(),
+            users_file: None,
+            tls_cert: None,
+            tls_key: None,
+            max_connections: 64,
+            statement_timeout_secs: 300,
+            tls: Default::default(),
+            login_timeout_secs: 10,
+        }
     }
 }
 
 impl Default for S3Config {
     fn default() -> Self {
-        S3Config { endpoint: None, region: None, path_style: false, allow_http: false, credentials_file: None, profile: None, lock_ttl_secs: 300, retries: 4, retry_timeout_secs: 30 }
+        S3Config {
+            endpoint: None,
+            region: None,
+            path_style: false,
+            allow_http: false,
+            credentials_file: None,
+            profile: None,
+            lock_ttl_secs: 300,
+            retries: 4,
+            retry_timeout_secs: 30,
+        }
     }
 }
 
@@ -208,12 +227,8 @@ impl Default for Config {
 
 /// Flat on-demand list prices per GPU-hour used when the config names none (and by the demo).
 pub fn default_gpu_prices() -> Vec<GpuPrice> {
-    [
-        ("NVIDIA H100 80GB HBM3", 6.88),
-        ("NVIDIA A100-SXM4-80GB", 3.67),
-        ("NVIDIA L4", 0.80),
-    ]
-    .into_iter()
-    .map(|(model, price)| GpuPrice { model: model.into(), mig_profile: None, price_per_hour: price, effective_from: epoch_date() })
-    .collect()
+    [("NVIDIA H100 80GB HBM3", 6.88), ("NVIDIA A100-SXM4-80GB", 3.67), ("NVIDIA L4", 0.80)]
+        .into_iter()
+        .map(|(model, price)| GpuPrice { model: model.into(), mig_profile: None, price_per_hour: price, effective_from: epoch_date() })
+        .collect()
 }

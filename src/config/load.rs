@@ -19,7 +19,16 @@ impl Config {
                 if config.run.reports_dir.is_relative() {
                     config.run.reports_dir = base.join(&config.run.reports_dir);
                 }
-                for p in [&mut config.queries.dir, &mut config.lake.s3.credentials_file, &mut config.prometheus.bearer_token_file, &mut config.prometheus.basic_auth_password_file, &mut config.prometheus.ca_file, &mut config.serve.users_file, &mut config.serve.tls_cert, &mut config.serve.tls_key] {
+                for p in [
+                    &mut config.queries.dir,
+                    &mut config.lake.s3.credentials_file,
+                    &mut config.prometheus.bearer_token_file,
+                    &mut config.prometheus.basic_auth_password_file,
+                    &mut config.prometheus.ca_file,
+                    &mut config.serve.users_file,
+                    &mut config.serve.tls_cert,
+                    &mut config.serve.tls_key,
+                ] {
                     if let Some(dir) = p.as_mut().filter(|d| d.is_relative()) {
                         *dir = base.join(&*dir);
                     }
@@ -33,10 +42,8 @@ impl Config {
 
     /// Parses and validates TOML text; `origin` names the source in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Config> {
-        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: origin.to_string(),
-            message: e.to_string().trim().replace('\n', " "),
-        })?;
+        let mut config: Config =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: origin.to_string(), message: e.to_string().trim().replace('\n', " ") })?;
         config.pricing.power.resolved = config.validate(origin)?;
         Ok(config)
     }

@@ -22,11 +22,7 @@ impl Config {
     /// Checks every rule; returns the tariff resolved into typed values (the one thing here
     /// that is parsed from text), for the loaded config to keep.
     pub(super) fn validate(&self, origin: &str) -> Result<ResolvedTariff> {
-        let invalid = |key: &str, message: String| ConfigError::Invalid {
-            path: origin.to_string(),
-            key: key.to_string(),
-            message,
-        };
+        let invalid = |key: &str, message: String| ConfigError::Invalid { path: origin.to_string(), key: key.to_string(), message };
         if self.prometheus.step_secs == 0 || self.prometheus.step_secs > 3600 {
             return Err(invalid("prometheus.step_secs", format!("must be 1..=3600, got {}", self.prometheus.step_secs)));
         }
@@ -57,8 +53,19 @@ impl Config {
             return Err(invalid("prometheus", "set at most one of bearer_token_file, bearer_token_env, basic_auth_user".into()));
         }
         if crate::redact::userinfo(&pr.url).is_some() {
-            if let Some(other) = [(pr.bearer_token_file.is_some(), "bearer_token_file"), (pr.bearer_token_env.is_some(), "bearer_token_env"), (pr.basic_auth_user.is_some(), "basic_auth_user")].iter().find(|(set, _)| *set).map(|(_, k)| k) {
-                return Err(invalid("prometheus.url", format!("has credentials (user@ or user:password@) and prometheus.{other} is set too: one would be dropped; keep one of them")));
+            if let Some(other) = [
+                (pr.bearer_token_file.is_some(), "bearer_token_file"),
+                (pr.bearer_token_env.is_some(), "bearer_token_env"),
+                (pr.basic_auth_user.is_some(), "basic_auth_user"),
+            ]
+            .iter()
+            .find(|(set, _)| *set)
+            .map(|(_, k)| k)
+            {
+                return Err(invalid(
+                    "prometheus.url",
+                    format!("has credentials (user@ or user:password@) and prometheus.{other} is set too: one would be dropped; keep one of them"),
+                ));
             }
         }
         if !(1..=600).contains(&self.serve.login_timeout_secs) {

@@ -18,7 +18,8 @@ impl Field {
     /// How many fields there are: the length of `ALL` and of a [`FieldValues`].
     pub const COUNT: usize = 8;
     /// Every field, in the order of their discriminants (`ALL[f as usize] == f`, tested).
-    pub const ALL: [Field; Field::COUNT] = [Field::Util, Field::EngineActive, Field::FbUsed, Field::FbFree, Field::Power, Field::Energy, Field::Temp, Field::Xid];
+    pub const ALL: [Field; Field::COUNT] =
+        [Field::Util, Field::EngineActive, Field::FbUsed, Field::FbFree, Field::Power, Field::Energy, Field::Temp, Field::Xid];
 
     /// The dcgm-exporter name of the field (the collector reads `metric`, which honours the config).
     pub fn default_name(self) -> &'static str {
@@ -102,7 +103,14 @@ mod tests {
 
     #[test]
     fn impossible_readings_are_not_values() {
-        for (field, ok, bad) in [(Field::Util, 100.0, 150.0), (Field::EngineActive, 1.0, 2.5), (Field::Power, 700.0, -3.0), (Field::Power, 2700.0, 1e9), (Field::Energy, 0.0, -1.0), (Field::Temp, 85.0, 400.0)] {
+        for (field, ok, bad) in [
+            (Field::Util, 100.0, 150.0),
+            (Field::EngineActive, 1.0, 2.5),
+            (Field::Power, 700.0, -3.0),
+            (Field::Power, 2700.0, 1e9),
+            (Field::Energy, 0.0, -1.0),
+            (Field::Temp, 85.0, 400.0),
+        ] {
             assert!(field.plausible(ok) && !field.plausible(bad), "{field:?}: {ok} and {bad}");
         }
     }

@@ -19,7 +19,6 @@ pub fn parse_size(text: &str) -> std::result::Result<Option<usize>, String> {
     Ok(Some((n * mult as f64) as usize))
 }
 
-
 /// A size as configured (`engine.memory_limit`, `engine.spill_limit`, ...), parsed once when
 /// the config is read: bytes, or unbounded ("0").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,9 +32,7 @@ pub fn parse_days(days: &[String]) -> Result<Vec<Weekday>, String> {
     if days.is_empty() {
         return Err("must name at least one day (mon ... sun)".into());
     }
-    days.iter()
-        .map(|d| d.trim().parse::<Weekday>().map_err(|_| format!("unknown day {d:?}; use mon, tue, wed, thu, fri, sat, sun")))
-        .collect()
+    days.iter().map(|d| d.trim().parse::<Weekday>().map_err(|_| format!("unknown day {d:?}; use mon, tue, wed, thu, fri, sat, sun"))).collect()
 }
 
 /// A tariff band, typed: its price, the local minutes of the day `[start, end)` (wrapping past

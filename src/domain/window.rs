@@ -60,12 +60,7 @@ impl Window {
             }
             NaiveDate::parse_from_str(&format!("{spec}-01"), "%Y-%m-%d").map_err(|_| WindowError::BadMonth(spec.into()))?
         };
-        let next = if first.month() == 12 {
-            first_of_month(first.year() + 1, 1)
-        } else {
-            first_of_month(first.year(), first.month() + 1)
-        }
-        .expect("valid");
+        let next = if first.month() == 12 { first_of_month(first.year() + 1, 1) } else { first_of_month(first.year(), first.month() + 1) }.expect("valid");
         Ok(Window { start: first.and_time(NaiveTime::MIN).and_utc(), end: next.and_time(NaiveTime::MIN).and_utc() })
     }
 

@@ -11,7 +11,7 @@ mod run;
 mod session;
 
 pub use register::{register_batches, register_streams, register_view};
-pub use run::{query_error, run_query, run_query_schema, run_query_with, str_param, QueryTask, Spawned, stream_query, timeout_error, ts_param};
+pub use run::{query_error, run_query, run_query_schema, run_query_with, str_param, stream_query, timeout_error, ts_param, QueryTask, Spawned};
 pub use session::{check_published, session_cluster, session_lake, session_result_limits, SessionBuilder};
 
 #[derive(Debug, thiserror::Error)]
@@ -63,5 +63,3 @@ pub enum EngineError {
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
-
-

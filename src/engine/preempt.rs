@@ -58,7 +58,11 @@ impl PhysicalOptimizerRule for PreemptibleJoins {
             if node.children().len() < 2 || node.children().iter().all(|c| c.name() == NAME) {
                 return Ok(Transformed::no(node));
             }
-            let inputs = node.children().into_iter().map(|c| if c.name() == NAME { Arc::clone(c) } else { Arc::new(Preemptible { input: Arc::clone(c) }) as Arc<dyn ExecutionPlan> }).collect();
+            let inputs = node
+                .children()
+                .into_iter()
+                .map(|c| if c.name() == NAME { Arc::clone(c) } else { Arc::new(Preemptible { input: Arc::clone(c) }) as Arc<dyn ExecutionPlan> })
+                .collect();
             // The inputs' properties are the wrapped ones': nothing to recompute.
             Ok(Transformed::new(node.replace_children(inputs, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep))?, true, TreeNodeRecursion::Continue))
         })
@@ -200,7 +204,10 @@ mod tests {
     use datafusion::prelude::SessionContext;
 
     fn session() -> SessionContext {
-        let state = datafusion::execution::session_state::SessionStateBuilder::new().with_default_features().with_physical_optimizer_rule(Arc::new(PreemptibleJoins)).build();
+        let state = datafusion::execution::session_state::SessionStateBuilder::new()
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(PreemptibleJoins))
+            .build();
         SessionContext::new_with_state(state)
     }
 

@@ -14,9 +14,9 @@ use datafusion::prelude::SessionContext;
 
 use super::{EngineError, Result};
 use crate::config::Config;
+use crate::distributed::Scratch;
 use crate::domain::window::day_start_ms as day_ms;
 use crate::lake::schema::{ts_array, ts_field};
-use crate::distributed::Scratch;
 use crate::lake::{Lake, Table};
 
 /// The config as tables, so every rollup is a join a finance user can read: the price tables
@@ -108,7 +108,11 @@ pub(super) async fn register_lake_table(ctx: &SessionContext, lake: &Lake, table
 /// executors of a cluster sharing the filesystem find it too.
 fn register_parquet_dir(ctx: &SessionContext, lake: &Lake, name: &str, dir: &std::path::Path, schema: SchemaRef, partition_cols: &[&str]) -> Result<()> {
     let reg_err = |source| EngineError::Register { table: name.into(), source };
-    let dir = if lake.is_local() { std::path::absolute(dir).map_err(|source| EngineError::Path { path: dir.display().to_string(), source })? } else { dir.to_path_buf() };
+    let dir = if lake.is_local() {
+        std::path::absolute(dir).map_err(|source| EngineError::Path { path: dir.display().to_string(), source })?
+    } else {
+        dir.to_path_buf()
+    };
     let url = ListingTableUrl::parse(format!("{}/", dir.display())).map_err(reg_err)?;
     let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
         .with_file_extension(".parquet")
@@ -196,7 +200,12 @@ fn register_mem(ctx: &SessionContext, name: &str, schema: SchemaRef, batch: Reco
 /// stream holds at a time, not the table), as the table `name`, replacing any table of that
 /// name. Only on the local engine: on Ballista, whose executors cannot run this process's
 /// streams, nothing is registered and the answer is `false` (register batches instead).
-pub fn register_streams(ctx: &SessionContext, name: &str, schema: SchemaRef, partitions: Vec<Arc<dyn datafusion::physical_plan::streaming::PartitionStream>>) -> Result<bool> {
+pub fn register_streams(
+    ctx: &SessionContext,
+    name: &str,
+    schema: SchemaRef,
+    partitions: Vec<Arc<dyn datafusion::physical_plan::streaming::PartitionStream>>,
+) -> Result<bool> {
     if ctx.state().config().get_extension::<Scratch>().is_some() {
         return Ok(false);
     }

@@ -82,7 +82,11 @@ pub fn timeout_error(ctx: &SessionContext, name: &str) -> EngineError {
             Some(Engine::Standalone) => "the in-process Ballista cluster".into(),
             _ => "the local engine".into(),
         },
-        hint: if matches!(limit.as_ref().map(|l| &l.engine), Some(Engine::Remote(_))) { "; is an executor registered with the scheduler? (a job with none waits for one)" } else { "" },
+        hint: if matches!(limit.as_ref().map(|l| &l.engine), Some(Engine::Remote(_))) {
+            "; is an executor registered with the scheduler? (a job with none waits for one)"
+        } else {
+            ""
+        },
     }
 }
 

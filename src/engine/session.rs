@@ -69,10 +69,8 @@ impl SessionBuilder {
         let memory_limit = config.engine.memory_limit.limit();
         let query_timeout = Some(config.engine.query_timeout_secs).filter(|s| *s > 0).map(Duration::from_secs);
         let spill_limit = config.engine.spill_limit.limit().map(|b| b as u64);
-        let result_limits = crate::limits::ResultLimits {
-            rows: config.engine.max_result_rows,
-            bytes: config.engine.max_result_bytes.limit().map_or(u64::MAX, |b| b as u64),
-        };
+        let result_limits =
+            crate::limits::ResultLimits { rows: config.engine.max_result_rows, bytes: config.engine.max_result_bytes.limit().map_or(u64::MAX, |b| b as u64) };
         SessionBuilder { memory_limit, spill_limit, result_limits, query_timeout, ..SessionBuilder::default() }
     }
 

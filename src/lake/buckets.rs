@@ -13,8 +13,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{
-    Array, ArrayRef, Date32Array, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
-    TimestampMillisecondArray,
+    Array, ArrayRef, Date32Array, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
@@ -110,7 +109,14 @@ impl BucketSums {
         let cluster = dict(b, path, "cluster")?;
         let (node_ids, model_ids, profile_ids, ns_ids, cluster_ids, default_cluster) = {
             let mut s = strings.lock().expect("interner lock");
-            (s.map_values(&node), s.map_values(&model), s.map_values(&profile), s.map_values(&ns), s.map_values(&cluster), s.id(crate::domain::units::DEFAULT_CLUSTER))
+            (
+                s.map_values(&node),
+                s.map_values(&model),
+                s.map_values(&profile),
+                s.map_values(&ns),
+                s.map_values(&cluster),
+                s.id(crate::domain::units::DEFAULT_CLUSTER),
+            )
         };
         let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
         let step = typed::<Int32Array>(b, path, "step_s")?;

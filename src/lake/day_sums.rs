@@ -20,7 +20,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::array::{
+    Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+};
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
 use super::buckets::{dict, typed, BucketError, BucketSums, BUCKET_MS};
@@ -458,7 +460,8 @@ impl DayCounts {
                     }
                     (true, false) => acc.whole_unmeasured += 1,
                     (false, _) => {
-                        let bits = if measured { SPLIT_MEASURED | if has_util { SPLIT_UTIL } else { 0 } | if has_energy { SPLIT_ENERGY } else { 0 } } else { 0 };
+                        let bits =
+                            if measured { SPLIT_MEASURED | if has_util { SPLIT_UTIL } else { 0 } | if has_energy { SPLIT_ENERGY } else { 0 } } else { 0 };
                         *acc.split.entry((unit.0, unit.1, t)).or_default() |= bits;
                     }
                 }
@@ -530,11 +533,18 @@ pub fn unallocated_schema() -> SchemaRef {
 }
 
 impl DaySums for UnallocatedUnits {
-    const COLUMNS: &'static [&'static str] = &["ts", "step_s", "cluster", "node", "gpu_model", "gpu_uuid", "gpu_instance_id", "mig_profile", "namespace", "share", "util_pct", "mem_used_mib"];
+    const COLUMNS: &'static [&'static str] =
+        &["ts", "step_s", "cluster", "node", "gpu_model", "gpu_uuid", "gpu_instance_id", "mig_profile", "namespace", "share", "util_pct", "mem_used_mib"];
 
     fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
-        let (cluster, node, model, uuid, profile, ns) =
-            (dict(b, path, "cluster")?, dict(b, path, "node")?, dict(b, path, "gpu_model")?, dict(b, path, "gpu_uuid")?, dict(b, path, "mig_profile")?, dict(b, path, "namespace")?);
+        let (cluster, node, model, uuid, profile, ns) = (
+            dict(b, path, "cluster")?,
+            dict(b, path, "node")?,
+            dict(b, path, "gpu_model")?,
+            dict(b, path, "gpu_uuid")?,
+            dict(b, path, "mig_profile")?,
+            dict(b, path, "namespace")?,
+        );
         let (m, default) = ids(strings, &[&cluster, &node, &model, &uuid, &profile]);
         let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
         let step = typed::<Int32Array>(b, path, "step_s")?;

@@ -35,7 +35,10 @@ pub fn import_csv(lake: &Lake, table: Table, csv: &Path) -> Result<Vec<NaiveDate
     let named: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     let expected: Vec<&str> = named.iter().copied().filter(|n| header.contains(n) || !super::schema::LATER_COLUMNS.contains(n)).collect();
     if header != expected {
-        return Err(perr(1, format!("header must be the {} columns in order: {:?}", table.name(), schema.fields().iter().map(|f| f.name()).collect::<Vec<_>>())));
+        return Err(perr(
+            1,
+            format!("header must be the {} columns in order: {:?}", table.name(), schema.fields().iter().map(|f| f.name()).collect::<Vec<_>>()),
+        ));
     }
     let day_col = table.delta_columns()[0];
     let day_idx = header.iter().position(|h| *h == day_col).expect("the delta column is never a later one");

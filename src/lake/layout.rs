@@ -64,8 +64,7 @@ impl Lake {
     }
 
     pub fn partition_file(&self, table: Table, date: NaiveDate) -> PathBuf {
-        self.partition_dir(table, date)
-            .join(format!("{}-{}.parquet", table.name(), date.format("%Y-%m-%d")))
+        self.partition_dir(table, date).join(format!("{}-{}.parquet", table.name(), date.format("%Y-%m-%d")))
     }
 
     /// The days a table holds, sorted (directory listings are unordered).
@@ -107,7 +106,12 @@ impl Lake {
                 let dir = self.table_dir(table);
                 for (rel, size) in s.list_sizes(self.rel(&dir)?)? {
                     let path = dir.join(&rel);
-                    let date = rel.iter().next().and_then(|d| d.to_str()).and_then(|d| d.strip_prefix("date=")).and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+                    let date = rel
+                        .iter()
+                        .next()
+                        .and_then(|d| d.to_str())
+                        .and_then(|d| d.strip_prefix("date="))
+                        .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
                     if let Some(date) = date.filter(|d| dates.contains(d) && path == self.partition_file(table, *d)) {
                         out.insert(date, DayFile::Bytes(size));
                     }
@@ -184,12 +188,8 @@ impl Lake {
                 let descr = meta.file_metadata().schema_descr();
                 let columns: Vec<&str> = descr.root_schema().get_fields().iter().map(|f| f.name()).collect();
                 let foreign: Vec<&str> = columns.iter().copied().filter(|c| schema.field_with_name(c).is_err()).collect();
-                let missing: Vec<&str> = schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().as_str())
-                    .filter(|n| !columns.contains(n) && super::schema::later_column(n).is_none())
-                    .collect();
+                let missing: Vec<&str> =
+                    schema.fields().iter().map(|f| f.name().as_str()).filter(|n| !columns.contains(n) && super::schema::later_column(n).is_none()).collect();
                 if !foreign.is_empty() || !missing.is_empty() {
                     return Some(format!(
                         "{}: not a {} file (columns {} are not the table's; {} missing)",

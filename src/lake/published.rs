@@ -98,7 +98,9 @@ impl fmt::Display for Finding {
             FindingKind::Changed { was, bytes } => write!(f, "{path}: {bytes} bytes, not the file published ({} rows, {} bytes)", was.rows, was.bytes),
             FindingKind::Unrecorded { bytes } => write!(f, "{path}: {bytes} bytes never recorded as published"),
             FindingKind::Dangling => write!(f, "{path}: a link to nothing"),
-            FindingKind::Unfinished => write!(f, "{}: a collect began writing the day and stopped before it finished (its files may be part old, part new)", self.date),
+            FindingKind::Unfinished => {
+                write!(f, "{}: a collect began writing the day and stopped before it finished (its files may be part old, part new)", self.date)
+            }
         }
     }
 }
@@ -310,9 +312,19 @@ mod tests {
         let found = Published::check(&lake).unwrap();
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found.iter().any(|f| matches!(f, Finding { table: "pods", kind: FindingKind::Missing { was: FileRecord { rows: 0, .. } }, .. })), "{found:?}");
-        assert!(found.iter().any(|f| matches!(f, Finding { table: "quotas", kind: FindingKind::Changed { was: FileRecord { rows: 3, .. }, .. }, .. })), "{found:?}");
+        assert!(
+            found.iter().any(|f| matches!(f, Finding { table: "quotas", kind: FindingKind::Changed { was: FileRecord { rows: 3, .. }, .. }, .. })),
+            "{found:?}"
+        );
         let text: Vec<String> = found.iter().map(|f| f.to_string()).collect();
-        assert!(text.iter().any(|t| t.ends_with("pods/date=2026-11-01/pods-2026-11-01.parquet: missing (published with 0 rows, 1234 bytes)".replace("1234", &was_bytes(&found, "pods")).as_str())), "{text:?}");
+        assert!(
+            text.iter().any(|t| t.ends_with(
+                "pods/date=2026-11-01/pods-2026-11-01.parquet: missing (published with 0 rows, 1234 bytes)"
+                    .replace("1234", &was_bytes(&found, "pods"))
+                    .as_str()
+            )),
+            "{text:?}"
+        );
 
         // A day file that is a link to nothing.
         let gaps = lake.partition_file(Table::Gaps, day(2));
@@ -324,7 +336,10 @@ mod tests {
         std::fs::create_dir_all(lake.table_dir(Table::NodeCapacity)).unwrap();
         std::os::unix::fs::symlink(tmp.path().join("gone"), lake.partition_dir(Table::NodeCapacity, day(3))).unwrap();
         let found = Published::check(&lake).unwrap();
-        assert!(found.iter().any(|f| f.table == "node_capacity" && f.kind == FindingKind::Dangling && f.path == lake.partition_dir(Table::NodeCapacity, day(3))), "{found:?}");
+        assert!(
+            found.iter().any(|f| f.table == "node_capacity" && f.kind == FindingKind::Dangling && f.path == lake.partition_dir(Table::NodeCapacity, day(3))),
+            "{found:?}"
+        );
 
         // Recording the days again accepts them as they are, and says what changed.
         std::fs::remove_file(&gaps).unwrap();
@@ -346,10 +361,13 @@ mod tests {
     }
 
     fn was_bytes(found: &[Finding], table: &str) -> String {
-        found.iter().find_map(|f| match f.kind {
-            FindingKind::Missing { was } if f.table == table => Some(was.bytes.to_string()),
-            _ => None,
-        }).unwrap()
+        found
+            .iter()
+            .find_map(|f| match f.kind {
+                FindingKind::Missing { was } if f.table == table => Some(was.bytes.to_string()),
+                _ => None,
+            })
+            .unwrap()
     }
 
     #[test]

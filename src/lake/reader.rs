@@ -17,18 +17,20 @@ pub fn read_partition(lake: &Lake, table: Table, date: NaiveDate) -> Result<Opti
     };
     let pq = |source| WriteError::Parquet { path: path.clone(), source };
     let reader = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?.build().map_err(pq)?;
-    let batches: Vec<RecordBatch> = reader
-        .collect::<Result<_, _>>()
-        .map_err(|source| WriteError::Decode { path: path.clone(), source })?;
+    let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().map_err(|source| WriteError::Decode { path: path.clone(), source })?;
     let schema = table.schema();
     let batches = batches
         .into_iter()
-        .map(|b| with_later_columns(&schema, b).ok_or_else(|| WriteError::Schema { table: table.name(), date, detail: format!("{} has an older or foreign schema", path.display()) }))
+        .map(|b| {
+            with_later_columns(&schema, b).ok_or_else(|| WriteError::Schema {
+                table: table.name(),
+                date,
+                detail: format!("{} has an older or foreign schema", path.display()),
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    let batch = concat_batches(&schema, &batches).map_err(|e| WriteError::Parquet {
-        path: path.clone(),
-        source: parquet::errors::ParquetError::ArrowError(e.to_string()),
-    })?;
+    let batch = concat_batches(&schema, &batches)
+        .map_err(|e| WriteError::Parquet { path: path.clone(), source: parquet::errors::ParquetError::ArrowError(e.to_string()) })?;
     Ok(Some(batch))
 }
 

@@ -37,8 +37,8 @@ use parquet::file::properties::WriterProperties;
 use super::buckets::{self, BucketSums, BUCKET_MS};
 use super::day_sums::{self, DayCounts, DaySums, NamespaceGpus, PendingSums, StoredCounts, UnallocatedUnits};
 use super::intern::Interner;
-use super::passes::idle_runs::{self, IdleDay};
 use super::layout::Lake;
+use super::passes::idle_runs::{self, IdleDay};
 use super::writer::WriteError;
 use super::Table;
 
@@ -212,7 +212,13 @@ impl DayFold {
 fn columns(table: Table) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
     let lists: Vec<Vec<&'static str>> = match table {
-        Table::GpuSamples => vec![buckets::COLUMNS.to_vec(), NamespaceGpus::COLUMNS.to_vec(), UnallocatedUnits::COLUMNS.to_vec(), idle_runs::COLUMNS.to_vec(), DayCounts::columns()],
+        Table::GpuSamples => vec![
+            buckets::COLUMNS.to_vec(),
+            NamespaceGpus::COLUMNS.to_vec(),
+            UnallocatedUnits::COLUMNS.to_vec(),
+            idle_runs::COLUMNS.to_vec(),
+            DayCounts::columns(),
+        ],
         Table::PendingSamples => vec![PendingSums::COLUMNS.to_vec()],
         _ => vec![],
     };
@@ -373,7 +379,8 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
 fn refold(lake: &Lake, table: Table, source: &Path) -> Result<(Summed, u64), RefreshError> {
     let strings = Mutex::new(Interner::default());
     let cols = columns(table);
-    let mut parts = super::scan::fold_files(lake, &[source.to_path_buf()], &cols, 1, DayFold::default, |fold: &mut DayFold, path, b| fold.add(table, &strings, path, &b))?;
+    let mut parts =
+        super::scan::fold_files(lake, &[source.to_path_buf()], &cols, 1, DayFold::default, |fold: &mut DayFold, path, b| fold.add(table, &strings, path, &b))?;
     let fold = parts.pop().unwrap_or_default();
     let rows = fold.rows;
     Ok((fold.finish(table, &strings.into_inner().expect("interner lock")), rows))

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
-    StringDictionaryBuilder, TimestampMillisecondBuilder,
+    ArrayRef, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder, StringDictionaryBuilder,
+    TimestampMillisecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 

@@ -158,12 +158,8 @@ impl S3Store {
     pub fn list(&self, rel: &Path) -> io::Result<Vec<String>> {
         let key = self.key(rel);
         let listed = self.call(move |c| async move { c.list_with_delimiter(Some(&key)).await }).map_err(to_io)?;
-        let mut names: Vec<String> = listed
-            .common_prefixes
-            .iter()
-            .chain(listed.objects.iter().map(|o| &o.location))
-            .filter_map(|k| k.filename().map(|s| s.to_string()))
-            .collect();
+        let mut names: Vec<String> =
+            listed.common_prefixes.iter().chain(listed.objects.iter().map(|o| &o.location)).filter_map(|k| k.filename().map(|s| s.to_string())).collect();
         names.sort();
         names.dedup();
         Ok(names)
@@ -196,15 +192,14 @@ impl S3Store {
     pub fn list_sizes(&self, rel: &Path) -> io::Result<Vec<(PathBuf, u64)>> {
         let key = self.key(rel);
         let base = key.as_ref().to_string();
-        let metas: Vec<object_store::ObjectMeta> = self.call(move |c| async move {
-            use futures::TryStreamExt;
-            c.list(Some(&key)).try_collect().await
-        })
-        .map_err(to_io)?;
-        let mut out: Vec<(PathBuf, u64)> = metas
-            .iter()
-            .filter_map(|m| m.location.as_ref().strip_prefix(&base).map(|r| (PathBuf::from(r.trim_start_matches('/')), m.size)))
-            .collect();
+        let metas: Vec<object_store::ObjectMeta> = self
+            .call(move |c| async move {
+                use futures::TryStreamExt;
+                c.list(Some(&key)).try_collect().await
+            })
+            .map_err(to_io)?;
+        let mut out: Vec<(PathBuf, u64)> =
+            metas.iter().filter_map(|m| m.location.as_ref().strip_prefix(&base).map(|r| (PathBuf::from(r.trim_start_matches('/')), m.size))).collect();
         out.sort();
         Ok(out)
     }

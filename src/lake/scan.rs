@@ -166,7 +166,8 @@ fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnM
                 cols.push(arrow::array::new_null_array(f.data_type(), batch.num_rows()));
                 fields.push(std::sync::Arc::new(f.clone()));
             }
-            batch = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), cols).map_err(|source| ScanError::Arrow { path: path.clone(), source })?;
+            batch = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), cols)
+                .map_err(|source| ScanError::Arrow { path: path.clone(), source })?;
         }
         if !sink(batch) {
             return Ok(false);

@@ -155,13 +155,9 @@ impl Table {
                 Field::new("workloads", DataType::Float64, true),
                 cluster(),
             ])),
-            Table::NamespaceLabels => Arc::new(Schema::new(vec![
-                ts("ts", false),
-                label("namespace", false),
-                label("team", true),
-                label("cost_centre", true),
-                cluster(),
-            ])),
+            Table::NamespaceLabels => {
+                Arc::new(Schema::new(vec![ts("ts", false), label("namespace", false), label("team", true), label("cost_centre", true), cluster()]))
+            }
         }
     }
 }
@@ -230,18 +226,6 @@ pub fn later_column(name: &str) -> Option<Field> {
     }
 }
 
-
-
-
-
-
 fn gaps_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        label("source", false),
-        label("metric", false),
-        ts("gap_start", false),
-        ts("gap_end", false),
-        label("reason", true),
-        cluster(),
-    ]))
+    Arc::new(Schema::new(vec![label("source", false), label("metric", false), ts("gap_start", false), ts("gap_end", false), label("reason", true), cluster()]))
 }

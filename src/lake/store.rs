@@ -201,9 +201,7 @@ impl Lake {
     /// Locally: a temp file beside it, fsync, rename, fsync of the folder. On S3: one PUT.
     pub fn publish(&self, path: &Path, write: impl FnOnce(&mut (dyn Write + Send)) -> io::Result<()>) -> io::Result<()> {
         match self.store() {
-            Store::Local => {
-                crate::atomic::publish(path, |file| write(file))
-            }
+            Store::Local => crate::atomic::publish(path, |file| write(file)),
             #[cfg(feature = "s3")]
             Store::S3(s) => {
                 let rel = self.rel(path)?;

@@ -30,17 +30,9 @@ pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     #[error("{table} for {date}: batch schema does not match the lake schema: {detail}")]
-    Schema {
-        table: &'static str,
-        date: NaiveDate,
-        detail: String,
-    },
+    Schema { table: &'static str, date: NaiveDate, detail: String },
     #[error("{table} for {date}: preparing rows: {source}")]
-    Sort {
-        table: &'static str,
-        date: NaiveDate,
-        source: ArrowError,
-    },
+    Sort { table: &'static str, date: NaiveDate, source: ArrowError },
     #[error("writing {path}: {source}")]
     Parquet { path: PathBuf, source: ParquetError },
     #[error("writing {path}: {source}")]
@@ -66,16 +58,8 @@ pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &Recor
             detail: format!("got {:?}", batch.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>()),
         });
     }
-    let quantized = super::quantize::quantize(table, batch).map_err(|source| WriteError::Sort {
-        table: table.name(),
-        date,
-        source,
-    })?;
-    let sorted = sort_batch(table, &quantized).map_err(|source| WriteError::Sort {
-        table: table.name(),
-        date,
-        source,
-    })?;
+    let quantized = super::quantize::quantize(table, batch).map_err(|source| WriteError::Sort { table: table.name(), date, source })?;
+    let sorted = sort_batch(table, &quantized).map_err(|source| WriteError::Sort { table: table.name(), date, source })?;
 
     let final_path = lake.partition_file(table, date);
     // A day's rollups are replaced once its new file is in place: a write that fails (a full
@@ -142,12 +126,8 @@ fn sort_key(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
         previous = Some(i);
     }
     let nulls = column.logical_nulls();
-    let ranks: UInt32Array = dictionary
-        .normalized_keys()
-        .into_iter()
-        .enumerate()
-        .map(|(row, key)| nulls.as_ref().is_none_or(|n| n.is_valid(row)).then(|| rank[key]))
-        .collect();
+    let ranks: UInt32Array =
+        dictionary.normalized_keys().into_iter().enumerate().map(|(row, key)| nulls.as_ref().is_none_or(|n| n.is_valid(row)).then(|| rank[key])).collect();
     Ok(Arc::new(ranks))
 }
 
@@ -156,11 +136,7 @@ pub fn writer_properties(table: Table, date: NaiveDate) -> WriterProperties {
     let sorting: Vec<SortingColumn> = table
         .sort_columns()
         .iter()
-        .map(|name| SortingColumn {
-            column_idx: schema.index_of(name).expect("sort column in schema") as i32,
-            descending: false,
-            nulls_first: true,
-        })
+        .map(|name| SortingColumn { column_idx: schema.index_of(name).expect("sort column in schema") as i32, descending: false, nulls_first: true })
         .collect();
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid zstd level")))
@@ -184,9 +160,7 @@ pub fn writer_properties(table: Table, date: NaiveDate) -> WriterProperties {
     }
     for name in table.delta_columns() {
         let path = ColumnPath::from(*name);
-        builder = builder
-            .set_column_dictionary_enabled(path.clone(), false)
-            .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+        builder = builder.set_column_dictionary_enabled(path.clone(), false).set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
     }
     builder.build()
 }
@@ -194,8 +168,7 @@ pub fn writer_properties(table: Table, date: NaiveDate) -> WriterProperties {
 /// Encodes `batch` as the table's Parquet file into `out`, one row group per ROW_GROUP_ROWS.
 fn write_parquet(table: Table, date: NaiveDate, batch: &RecordBatch, out: &mut (dyn Write + Send)) -> io::Result<()> {
     let pq_err = io::Error::other;
-    let mut writer =
-        ArrowWriter::try_new(out, Arc::clone(&table.schema()), Some(writer_properties(table, date))).map_err(pq_err)?;
+    let mut writer = ArrowWriter::try_new(out, Arc::clone(&table.schema()), Some(writer_properties(table, date))).map_err(pq_err)?;
     let mut offset = 0;
     while offset < batch.num_rows() {
         let len = ROW_GROUP_ROWS.min(batch.num_rows() - offset);
@@ -222,10 +195,7 @@ mod tests {
         let dict: ArrayRef = Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values)).unwrap());
         let ts: ArrayRef = Arc::new(Int64Array::from(vec![5, 4, 3, 2, 1, 0, 7, 6]));
         let by = |first: ArrayRef| {
-            let columns = vec![
-                SortColumn { values: first, options: Some(ASCENDING) },
-                SortColumn { values: Arc::clone(&ts), options: Some(ASCENDING) },
-            ];
+            let columns = vec![SortColumn { values: first, options: Some(ASCENDING) }, SortColumn { values: Arc::clone(&ts), options: Some(ASCENDING) }];
             lexsort_to_indices(&columns, None).unwrap()
         };
         let strings = cast(&dict, &DataType::Utf8).unwrap();

@@ -104,7 +104,14 @@ pub struct Optimized {
 }
 
 /// Reads the recorded month from the lake.
-pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window, cluster: Option<&str>, shared: &crate::report::Shared) -> Result<Recorded> {
+pub async fn load(
+    ctx: &SessionContext,
+    queries: &Queries,
+    config: &Config,
+    window: &Window,
+    cluster: Option<&str>,
+    shared: &crate::report::Shared,
+) -> Result<Recorded> {
     let label = window.label();
     let mut params = window_params(window);
     params.push(str_param(cluster.unwrap_or("").to_string()));
@@ -112,7 +119,8 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     let mut pool = Vec::new();
     let mut clusters = std::collections::BTreeSet::new();
     for b in &run_query(ctx, "plan_pool", &queries.get("plan_pool")?, params.clone()).await? {
-        let (cl, node, uuid, model, profile) = (strs(r, b, "cluster")?, strs(r, b, "node")?, strs(r, b, "gpu_uuid")?, strs(r, b, "gpu_model")?, strs(r, b, "mig_profile")?);
+        let (cl, node, uuid, model, profile) =
+            (strs(r, b, "cluster")?, strs(r, b, "node")?, strs(r, b, "gpu_uuid")?, strs(r, b, "gpu_model")?, strs(r, b, "mig_profile")?);
         let (replicas, first, last) = (ints(r, b, "replicas")?, ints(r, b, "first_ms")?, ints(r, b, "last_ms")?);
         let share = floats(r, b, "share")?;
         for i in 0..b.num_rows() {
@@ -143,12 +151,15 @@ pub async fn load(ctx: &SessionContext, queries: &Queries, config: &Config, wind
     // class, resource, reason) shared rather than copied per pod; sorted here, once all are in.
     let mut pods = Vec::new();
     let mut labels = recorded::Labels::default();
-    let (mut stream, _) = crate::engine::stream_query(ctx, "plan_pods", &queries.get("plan_pods")?, datafusion::common::ParamValues::from(params.clone())).await?;
+    let (mut stream, _) =
+        crate::engine::stream_query(ctx, "plan_pods", &queries.get("plan_pods")?, datafusion::common::ParamValues::from(params.clone())).await?;
     while let Some(b) = futures::StreamExt::next(&mut stream).await {
         let b = b.map_err(|e| crate::engine::query_error(ctx, "plan_pods", e))?;
         let text = |name| crate::report::columns::texts(r, &b, name);
-        let (ns, pod, uid, node, class, res, reason) = (text("namespace")?, text("pod")?, text("uid")?, text("node")?, text("priority_class")?, text("gpu_resource")?, text("termination_reason")?);
-        let (created, scheduled, started, finished, count) = (ints(r, &b, "created_ms")?, ints(r, &b, "scheduled_ms")?, ints(r, &b, "started_ms")?, ints(r, &b, "finished_ms")?, ints(r, &b, "gpu_request")?);
+        let (ns, pod, uid, node, class, res, reason) =
+            (text("namespace")?, text("pod")?, text("uid")?, text("node")?, text("priority_class")?, text("gpu_resource")?, text("termination_reason")?);
+        let (created, scheduled, started, finished, count) =
+            (ints(r, &b, "created_ms")?, ints(r, &b, "scheduled_ms")?, ints(r, &b, "started_ms")?, ints(r, &b, "finished_ms")?, ints(r, &b, "gpu_request")?);
         fn value(a: &arrow::array::StringArray, i: usize) -> Option<&str> {
             arrow::array::Array::is_valid(a, i).then(|| a.value(i))
         }
@@ -254,7 +265,9 @@ pub fn plan(window: &Window, mut recorded: Recorded, config: &Config, request: &
         let origin = path.display().to_string();
         for (i, spec) in file.scenario.iter().enumerate() {
             if scenarios.iter().any(|s| s.name == spec.name) {
-                return Err(ScenarioError::Invalid { path: origin, key: format!("scenario[{i}].name"), message: format!("{:?} is named twice", spec.name) }.into());
+                return Err(
+                    ScenarioError::Invalid { path: origin, key: format!("scenario[{i}].name"), message: format!("{:?} is named twice", spec.name) }.into()
+                );
             }
             let setup = scenario::apply(&recorded.setup, spec, i, &recorded.teams, &origin)?;
             scenarios.push(run_scenario(&spec.name, setup, &recorded, config));
@@ -273,7 +286,11 @@ pub fn plan(window: &Window, mut recorded: Recorded, config: &Config, request: &
         let mut floor = vec![0u32; base.namespaces.len()];
         for (key, amount) in &goals.guaranteed {
             let gpus = amount.gpus(pool).map_err(|e| bad(format!("goals.guaranteed.{key}"), e))?;
-            let i = base.namespaces.iter().position(|n| n == key).ok_or_else(|| bad(format!("goals.guaranteed.{key}"), format!("no namespace {key:?} in the month")))?;
+            let i = base
+                .namespaces
+                .iter()
+                .position(|n| n == key)
+                .ok_or_else(|| bad(format!("goals.guaranteed.{key}"), format!("no namespace {key:?} in the month")))?;
             floor[i] = gpus;
         }
         // The namespaces whose quotas are searched: those with a quota or whole-GPU demand.
@@ -298,7 +315,14 @@ pub fn plan(window: &Window, mut recorded: Recorded, config: &Config, request: &
 
 /// Loads the month, plans and shapes the reports; the chargeback comes from (and stays in)
 /// `shared`, for the month's other reports.
-pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window, request: &Request, shared: &crate::report::Shared) -> Result<Vec<Report>> {
+pub async fn build(
+    ctx: &SessionContext,
+    queries: &Queries,
+    config: &Config,
+    window: &Window,
+    request: &Request,
+    shared: &crate::report::Shared,
+) -> Result<Vec<Report>> {
     let recorded = load(ctx, queries, config, window, request.cluster.as_deref(), shared).await?;
     let window = window.clone();
     let plan = plan(&window, recorded, config, request)?;

@@ -309,9 +309,7 @@ impl State<'_> {
             return true;
         }
         match self.cohort_of[ns] {
-            Some((c, limit)) => {
-                limit.is_none_or(|b| self.used[ns] + req <= hard + b) && self.used_cohort[c] + req <= self.cohort_nominal[c]
-            }
+            Some((c, limit)) => limit.is_none_or(|b| self.used[ns] + req <= hard + b) && self.used_cohort[c] + req <= self.cohort_nominal[c],
             None => false,
         }
     }
@@ -415,29 +413,29 @@ impl State<'_> {
         for (kind, cause) in [Blocked::Window, Blocked::Quota, Blocked::Room].into_iter().enumerate() {
             for ns in 0..nns {
                 for r in 0..nres {
-                  for class in 0..REQ_CLASSES {
-                    let i = ((kind * nns + ns) * nres + r) * REQ_CLASSES + class;
-                    if self.buckets[i].keys.is_empty() {
-                        continue;
+                    for class in 0..REQ_CLASSES {
+                        let i = ((kind * nns + ns) * nres + r) * REQ_CLASSES + class;
+                        if self.buckets[i].keys.is_empty() {
+                            continue;
+                        }
+                        let freed = self.freed_at(cause, ns, r);
+                        if freed <= self.buckets[i].swept_at {
+                            continue;
+                        }
+                        // No pod of it fits on any node, and none may evict: still stuck.
+                        let req = class as u32 + 1;
+                        if cause == Blocked::Room
+                            && !self.buckets[i].may_preempt
+                            && !(0..self.setup.models.len()).any(|m| self.max_free[r][m] >= req && (r != GPU_RESOURCE || self.setup.affinity[ns][m]))
+                        {
+                            continue;
+                        }
+                        let tried = &self.tried_at;
+                        keys.extend(self.buckets[i].keys.iter().copied().filter(|k| tried[k.2] < freed && after.is_none_or(|a| *k > a)));
+                        if after.is_none() {
+                            self.buckets[i].swept_at = self.epoch;
+                        }
                     }
-                    let freed = self.freed_at(cause, ns, r);
-                    if freed <= self.buckets[i].swept_at {
-                        continue;
-                    }
-                    // No pod of it fits on any node, and none may evict: still stuck.
-                    let req = class as u32 + 1;
-                    if cause == Blocked::Room
-                        && !self.buckets[i].may_preempt
-                        && !(0..self.setup.models.len()).any(|m| self.max_free[r][m] >= req && (r != GPU_RESOURCE || self.setup.affinity[ns][m]))
-                    {
-                        continue;
-                    }
-                    let tried = &self.tried_at;
-                    keys.extend(self.buckets[i].keys.iter().copied().filter(|k| tried[k.2] < freed && after.is_none_or(|a| *k > a)));
-                    if after.is_none() {
-                        self.buckets[i].swept_at = self.epoch;
-                    }
-                  }
                 }
             }
         }
@@ -504,7 +502,8 @@ impl State<'_> {
                 continue;
             }
             let mut free = self.free_of(node, resource);
-            let evictable: u32 = self.on_node[node].iter().filter(|&&p| self.pods[p].resource == resource && self.value(p) < value).map(|&p| self.pods[p].count).sum();
+            let evictable: u32 =
+                self.on_node[node].iter().filter(|&&p| self.pods[p].resource == resource && self.value(p) < value).map(|&p| self.pods[p].count).sum();
             if free + evictable < req {
                 continue;
             }
@@ -624,7 +623,9 @@ fn replay_ticks(setup: &Setup, jobs: &[Job], skip: bool) -> Outcome {
         jobs,
         free: setup.nodes.iter().map(|n| n.units.iter().map(|g| g.count).collect()).collect(),
         group_of: setup.nodes.iter().map(|n| (0..setup.resources.len()).map(|r| n.units.iter().position(|g| g.resource == r)).collect()).collect(),
-        nodes_with: (0..setup.resources.len()).map(|r| (0..setup.nodes.len()).filter(|&i| setup.nodes[i].units.iter().any(|g| g.resource == r)).collect()).collect(),
+        nodes_with: (0..setup.resources.len())
+            .map(|r| (0..setup.nodes.len()).filter(|&i| setup.nodes[i].units.iter().any(|g| g.resource == r)).collect())
+            .collect(),
         avail: vec![false; setup.nodes.len()],
         max_free: vec![vec![0; nmodels]; setup.resources.len()],
         epoch: 1,
@@ -792,7 +793,12 @@ fn pass(s: &mut State<'_>, t: Ms) -> bool {
     // a request that found no node fails for any request as large of the same kind.
     let mut no_room: Vec<(usize, usize, u32)> = Vec::new();
     let mut no_victims: Vec<(usize, usize, u32, i64)> = Vec::new();
-    let mut keys: Vec<Key> = if s.skip { s.gather(None) } else { s.fresh.clear(); s.pending.iter().copied().collect() };
+    let mut keys: Vec<Key> = if s.skip {
+        s.gather(None)
+    } else {
+        s.fresh.clear();
+        s.pending.iter().copied().collect()
+    };
     let mut next = 0;
     while next < keys.len() {
         let key = keys[next];
@@ -917,7 +923,13 @@ mod tests {
             step: MIN,
             models: vec!["GPU".into()],
             resources: vec!["nvidia.com/gpu".into()],
-            nodes: vec![NodeSpec { name: "n1".into(), model: 0, units: vec![UnitGroup { resource: 0, count: gpus, share: 1.0 }], available_from: 0, available_to: minutes * MIN }],
+            nodes: vec![NodeSpec {
+                name: "n1".into(),
+                model: 0,
+                units: vec![UnitGroup { resource: 0, count: gpus, share: 1.0 }],
+                available_from: 0,
+                available_to: minutes * MIN,
+            }],
             classes: vec![Class { name: "low".into(), value: 0, preempts: false }, Class { name: "high".into(), value: 1000, preempts: true }],
             namespaces: vec!["a".into(), "b".into()],
             class_override: vec![None, None],
@@ -1033,7 +1045,13 @@ mod tests {
     #[test]
     fn time_windows_and_model_quotas() {
         let mut s = setup(2, 24 * 60);
-        s.windows[0] = Some(TimeWindow { tz: chrono_tz::UTC, start_min: 20 * 60, end_min: 7 * 60, days: crate::domain::tariff_time::parse_days(&["mon".into(), "tue".into(), "wed".into(), "thu".into(), "fri".into(), "sat".into(), "sun".into()]).unwrap() });
+        s.windows[0] = Some(TimeWindow {
+            tz: chrono_tz::UTC,
+            start_min: 20 * 60,
+            end_min: 7 * 60,
+            days: crate::domain::tariff_time::parse_days(&["mon".into(), "tue".into(), "wed".into(), "thu".into(), "fri".into(), "sat".into(), "sun".into()])
+                .unwrap(),
+        });
         // Created at 12:00 (1970-01-01 is a Thursday): starts at 20:00.
         let o = replay(&s, &[job(0, 0, 1, 12 * 60, 10)]);
         assert_eq!(times(&o.pods[0]).0, Some(20 * 3600));
@@ -1048,7 +1066,13 @@ mod tests {
     #[test]
     fn skipping_quiet_ticks_is_exact() {
         let mut s = setup(8, 3 * 24 * 60);
-        s.nodes.push(NodeSpec { name: "n2".into(), model: 0, units: vec![UnitGroup { resource: 0, count: 4, share: 1.0 }], available_from: 600 * MIN, available_to: 3000 * MIN });
+        s.nodes.push(NodeSpec {
+            name: "n2".into(),
+            model: 0,
+            units: vec![UnitGroup { resource: 0, count: 4, share: 1.0 }],
+            available_from: 600 * MIN,
+            available_to: 3000 * MIN,
+        });
         s.quota = vec![Some(6), None];
         let mut x: u64 = 42;
         let mut next = || {
@@ -1074,7 +1098,12 @@ mod tests {
         let mut other = s.clone();
         other.quota = vec![Some(4), Some(6)];
         other.cohorts = vec![Cohort { name: "c".into(), members: vec![(0, Some(3)), (1, None)] }];
-        other.windows[1] = Some(TimeWindow { tz: chrono_tz::UTC, start_min: 8 * 60, end_min: 20 * 60, days: crate::domain::tariff_time::parse_days(&["mon".into(), "thu".into(), "fri".into(), "sat".into()]).unwrap() });
+        other.windows[1] = Some(TimeWindow {
+            tz: chrono_tz::UTC,
+            start_min: 8 * 60,
+            end_min: 20 * 60,
+            days: crate::domain::tariff_time::parse_days(&["mon".into(), "thu".into(), "fri".into(), "sat".into()]).unwrap(),
+        });
         other.model_quota[0][0] = Some(5);
         other.resources.push("nvidia.com/mig-3g.40gb".into());
         other.nodes[0].units.push(UnitGroup { resource: 1, count: 4, share: 3.0 / 7.0 });

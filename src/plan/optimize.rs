@@ -8,8 +8,8 @@
 //! candidates of one round are replayed on both cores.
 
 use super::metrics::{summarize_outcome, Summary};
-use super::prices::Prices;
 use super::model::{replay, Job, Setup};
+use super::prices::Prices;
 
 /// A split's score; lower is better, compared in order.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
@@ -117,7 +117,11 @@ pub fn search(base: &Setup, jobs: &[Job], prices: &Prices, goal: &Goal, tunable:
         }
         replays += candidates.len();
         let results = evaluate_all(&candidates, &evaluate);
-        let winner = results.into_iter().enumerate().filter(|(_, (_, s))| s.partial_cmp(&best) == Some(std::cmp::Ordering::Less)).min_by(|x, y| x.1 .1.partial_cmp(&y.1 .1).unwrap_or(std::cmp::Ordering::Equal));
+        let winner = results
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (_, s))| s.partial_cmp(&best) == Some(std::cmp::Ordering::Less))
+            .min_by(|x, y| x.1 .1.partial_cmp(&y.1 .1).unwrap_or(std::cmp::Ordering::Equal));
         match winner {
             Some((i, (sum, sc))) => {
                 current = candidates[i].clone();

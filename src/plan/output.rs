@@ -41,9 +41,16 @@ pub fn diff_pct(recorded: f64, replayed: f64) -> Option<f64> {
     (recorded.abs() > 1e-9).then(|| (replayed - recorded) / recorded * 100.0)
 }
 
-
 fn report(name: &str, title: String, columns: &[&str]) -> Report {
-    Report { name: name.into(), title, columns: columns.iter().map(|c| c.to_string()).collect(), rows: Vec::new(), total: None, notes: Vec::new(), meta: Default::default() }
+    Report {
+        name: name.into(),
+        title,
+        columns: columns.iter().map(|c| c.to_string()).collect(),
+        rows: Vec::new(),
+        total: None,
+        notes: Vec::new(),
+        meta: Default::default(),
+    }
 }
 
 /// The fast-class goal per namespace, as the optimiser scores it.
@@ -67,8 +74,23 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
         "plan",
         format!("Plan {label}: the recorded demand replayed under each scenario (baseline first)"),
         &[
-            "scenario", "namespace", "priority_class", "quota_gpus", "pods", "started", "pending_at_end", "wait_p50_min", "wait_p95_min", "wait_max_min",
-            "pending_gpu_hours", "gpu_hours", "preemptions", "energy_kwh", "power_cost", "cloud_cost", "total_cost",
+            "scenario",
+            "namespace",
+            "priority_class",
+            "quota_gpus",
+            "pods",
+            "started",
+            "pending_at_end",
+            "wait_p50_min",
+            "wait_p95_min",
+            "wait_max_min",
+            "pending_gpu_hours",
+            "gpu_hours",
+            "preemptions",
+            "energy_kwh",
+            "power_cost",
+            "cloud_cost",
+            "total_cost",
         ],
     );
     for sc in &plan.scenarios {
@@ -108,10 +130,7 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
             ]);
         }
         let unalloc = sc.summary.pool_hours() - sc.summary.gpu_hours();
-        per_ns.rows.push(vec![
-            Cell::Str(sc.name.clone()),
-            Cell::Str(UNALLOCATED.into()),
-        ]);
+        per_ns.rows.push(vec![Cell::Str(sc.name.clone()), Cell::Str(UNALLOCATED.into())]);
         let row = per_ns.rows.last_mut().expect("just pushed");
         // No class, quota, pods, waits or pending demand: GPU-hours and cost only.
         row.extend(nulls(9));
@@ -132,8 +151,22 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
         "plan_summary",
         format!("Plan {label}: each scenario against the baseline"),
         &[
-            "scenario", "pool_gpus", "quota_total", "gpu_hours", "allocated_pct", "unallocated_pct", "pending_gpu_hours", "worst_fast_p95_min", "fast_over_goal_min",
-            "mean_p95_min", "preemptions", "energy_kwh", "power_cost", "cloud_cost", "total_cost", "unallocated_cost",
+            "scenario",
+            "pool_gpus",
+            "quota_total",
+            "gpu_hours",
+            "allocated_pct",
+            "unallocated_pct",
+            "pending_gpu_hours",
+            "worst_fast_p95_min",
+            "fast_over_goal_min",
+            "mean_p95_min",
+            "preemptions",
+            "energy_kwh",
+            "power_cost",
+            "cloud_cost",
+            "total_cost",
+            "unallocated_cost",
         ],
     );
     for sc in &plan.scenarios {
@@ -186,7 +219,11 @@ pub fn reports(plan: &Plan, config: &Config) -> Vec<Report> {
     summary.meta.insert("scenarios".into(), json!(plan.scenarios.iter().map(|s| s.name.clone()).collect::<Vec<_>>()));
 
     // Per scenario and hour.
-    let mut hourly = report("plan_hourly", format!("Plan {label}: the pool's allocation and pending demand by hour"), &["scenario", "hour", "pool_gpus", "allocated_gpus", "allocated_pct", "pending_gpus"]);
+    let mut hourly = report(
+        "plan_hourly",
+        format!("Plan {label}: the pool's allocation and pending demand by hour"),
+        &["scenario", "hour", "pool_gpus", "allocated_gpus", "allocated_pct", "pending_gpus"],
+    );
     let mut push_hours = |name: &str, s: &Summary| {
         for (h, pool) in s.pool_by_hour.iter().enumerate() {
             let alloc = s.allocated_by_hour[h];
@@ -220,9 +257,22 @@ pub fn calibration(plan: &Plan, config: &Config) -> Report {
         "plan_calibration",
         format!("Plan {label}: calibration, the baseline replay against what was recorded"),
         &[
-            "namespace", "gpu_hours_recorded", "gpu_hours_replayed", "gpu_hours_diff_pct", "wait_p50_min_recorded", "wait_p50_min_replayed", "wait_p95_min_recorded",
-            "wait_p95_min_replayed", "wait_p95_diff_pct", "pending_gpu_hours_recorded", "pending_gpu_hours_replayed", "preemptions_recorded", "preemptions_replayed",
-            "cost_charged", "cost_replayed", "cost_diff_pct",
+            "namespace",
+            "gpu_hours_recorded",
+            "gpu_hours_replayed",
+            "gpu_hours_diff_pct",
+            "wait_p50_min_recorded",
+            "wait_p50_min_replayed",
+            "wait_p95_min_recorded",
+            "wait_p95_min_replayed",
+            "wait_p95_diff_pct",
+            "pending_gpu_hours_recorded",
+            "pending_gpu_hours_replayed",
+            "preemptions_recorded",
+            "preemptions_replayed",
+            "cost_charged",
+            "cost_replayed",
+            "cost_diff_pct",
         ],
     );
     let pct = |v: Option<f64>| v.map_or(Cell::Null, |v| dec(v, 2));

@@ -52,7 +52,13 @@ pub fn price_list(config: &Config, setup: &Setup) -> PriceList {
             let share = nodes.iter().filter(|n| n.model == m).flat_map(|n| n.units.iter()).find(|g| g.resource == r).map_or(1.0, |g| g.share);
             let own: Vec<_> = config.pricing.gpu.iter().filter(|p| p.model == *model && profile.is_some() && p.mig_profile.as_deref() == profile).collect();
             let mut list: Vec<(Ms, f64)> = if own.is_empty() {
-                config.pricing.gpu.iter().filter(|p| p.model == *model && p.mig_profile.is_none()).map(|p| (day_ms(p.effective_from), p.price_per_hour * share)).collect()
+                config
+                    .pricing
+                    .gpu
+                    .iter()
+                    .filter(|p| p.model == *model && p.mig_profile.is_none())
+                    .map(|p| (day_ms(p.effective_from), p.price_per_hour * share))
+                    .collect()
             } else {
                 own.iter().map(|p| (day_ms(p.effective_from), p.price_per_hour)).collect()
             };
@@ -161,12 +167,18 @@ impl PowerPrices {
                 kwh[i][m] = match own {
                     Some(v) => v,
                     None => {
-                        let (v, from) = match (per_model.get(model.as_str()).and_then(Drawn::kwh_per_gpu_hour), per_ns.get(ns.as_str()).and_then(Drawn::kwh_per_gpu_hour)) {
+                        let (v, from) = match (
+                            per_model.get(model.as_str()).and_then(Drawn::kwh_per_gpu_hour),
+                            per_ns.get(ns.as_str()).and_then(Drawn::kwh_per_gpu_hour),
+                        ) {
                             (Some(v), _) => (v, "that model's average"),
                             (None, Some(v)) => (v, "its average on other models"),
                             (None, None) => (pool.kwh_per_gpu_hour().unwrap_or(0.0), "the pool's average"),
                         };
-                        if setup.nodes.iter().any(|n| n.model == m) && setup.affinity.get(i).and_then(|a| a.get(m)).copied().unwrap_or(true) && per_ns.contains_key(ns.as_str()) {
+                        if setup.nodes.iter().any(|n| n.model == m)
+                            && setup.affinity.get(i).and_then(|a| a.get(m)).copied().unwrap_or(true)
+                            && per_ns.contains_key(ns.as_str())
+                        {
                             filled.push(format!("{ns} on {model}: {v:.3} kWh per GPU-hour ({from})"));
                         }
                         v

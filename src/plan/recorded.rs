@@ -9,8 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::prices::{Charged, Prices};
 use super::model::{Carried, Class, Job, Ms, NodeSpec, PodOutcome, Setup, UnitGroup, GPU_RESOURCE};
+use super::prices::{Charged, Prices};
 use crate::config::Config;
 
 /// A successor created later than this after its predecessor's eviction is a new job.
@@ -188,8 +188,7 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     namespaces.extend(quotas.keys().cloned());
     let namespaces: Vec<String> = namespaces.into_iter().collect();
     let ns_index: HashMap<&str, usize> = namespaces.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
-    let mut classes: Vec<Class> =
-        config.plan.priority_classes.iter().map(|(n, c)| Class { name: n.clone(), value: c.value, preempts: c.preempts }).collect();
+    let mut classes: Vec<Class> = config.plan.priority_classes.iter().map(|(n, c)| Class { name: n.clone(), value: c.value, preempts: c.preempts }).collect();
     let mut unknown_classes = BTreeSet::new();
     for p in &pods {
         if !classes.iter().any(|c| *c.name == *p.priority_class) {
@@ -223,7 +222,10 @@ pub fn build(input: Inputs<'_>) -> Recorded {
         .collect();
     notes.push("node affinity inferred: a namespace's whole-GPU pods may run on the GPU models they ran on in the window".to_string());
     if !never_ran.is_empty() {
-        notes.push(format!("no whole-GPU pod of {} ran in the window: replayed as able to run on no GPU model (a scenario's [scenario.affinity] names its models)", never_ran.join(", ")));
+        notes.push(format!(
+            "no whole-GPU pod of {} ran in the window: replayed as able to run on no GPU model (a scenario's [scenario.affinity] names its models)",
+            never_ran.join(", ")
+        ));
     }
 
     // Jobs: a preempted pod and the successor its controller created are one job.
@@ -317,7 +319,10 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     }
     jobs.sort_by(|a, b| (a.created, a.ns, &a.name).cmp(&(b.created, b.ns, &b.name)));
     if chained > 0 {
-        notes.push(format!("{chained} pods re-created after a preemption joined to their predecessors' jobs (same name, created within {} s)", SUCCESSOR_WITHIN_MS / 1000));
+        notes.push(format!(
+            "{chained} pods re-created after a preemption joined to their predecessors' jobs (same name, created within {} s)",
+            SUCCESSOR_WITHIN_MS / 1000
+        ));
     }
 
     // The recorded timeline.
@@ -353,7 +358,10 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     let quota: Vec<Option<u32>> = namespaces.iter().map(|n| quotas.get(n).copied().or_else(|| config.quotas.get(n).copied())).collect();
     let from_config: Vec<&String> = namespaces.iter().filter(|n| !quotas.contains_key(*n) && config.quotas.contains_key(*n)).collect();
     if !from_config.is_empty() {
-        notes.push(format!("no ResourceQuota recorded for {}: [quotas] in the config used", from_config.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+        notes.push(format!(
+            "no ResourceQuota recorded for {}: [quotas] in the config used",
+            from_config.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ));
     }
     let mut team_members: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (ns, team) in &teams {
@@ -388,7 +396,6 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     }
     Recorded { setup, jobs, pods: rec_pods, pending_gpu_s, pending_by_hour, teams: team_members, prices, charged, notes }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -73,7 +73,11 @@ impl Amount {
         match self {
             Amount::Gpus(n) => Ok(*n),
             Amount::Share(s) => {
-                let pct: f64 = s.trim().strip_suffix('%').and_then(|v| v.trim().parse().ok()).ok_or_else(|| format!("must be a number of GPUs or a share such as \"25%\", got {s:?}"))?;
+                let pct: f64 = s
+                    .trim()
+                    .strip_suffix('%')
+                    .and_then(|v| v.trim().parse().ok())
+                    .ok_or_else(|| format!("must be a number of GPUs or a share such as \"25%\", got {s:?}"))?;
                 if !(pct.is_finite() && (0.0..=1000.0).contains(&pct)) {
                     return Err(format!("a share must be between 0% and 1000%, got {s:?}"));
                 }
@@ -241,7 +245,8 @@ pub fn pool_gpus(setup: &Setup) -> f64 {
 
 /// `base` with the scenario's changes; `teams` maps a team to its namespaces.
 pub fn apply(base: &Setup, spec: &ScenarioSpec, index: usize, teams: &BTreeMap<String, Vec<usize>>, origin: &str) -> Result<Setup, ScenarioError> {
-    let err = |key: String, message: String| ScenarioError::Invalid { path: origin.to_string(), key: format!("scenario[{index}] ({}).{key}", spec.name), message };
+    let err =
+        |key: String, message: String| ScenarioError::Invalid { path: origin.to_string(), key: format!("scenario[{index}] ({}).{key}", spec.name), message };
     let mut s = base.clone();
     let ns_of = |s: &Setup, name: &str| s.namespaces.iter().position(|n| n == name);
     let model_of = |s: &Setup, name: &str| s.models.iter().position(|m| m == name);
@@ -260,7 +265,11 @@ pub fn apply(base: &Setup, spec: &ScenarioSpec, index: usize, teams: &BTreeMap<S
             let m = model_of(&s, model).ok_or_else(|| err(format!("{key}.model"), format!("no GPU model {model:?} in the pool ({})", s.models.join(", "))))?;
             let count = r.count.ok_or_else(|| err(format!("{key}.count"), "how many nodes of the model to remove".into()))?;
             for _ in 0..count {
-                let last = s.nodes.iter().rposition(|n| n.model == m).ok_or_else(|| err(format!("{key}.count"), format!("fewer than {count} nodes of {model:?} in the pool")))?;
+                let last = s
+                    .nodes
+                    .iter()
+                    .rposition(|n| n.model == m)
+                    .ok_or_else(|| err(format!("{key}.count"), format!("fewer than {count} nodes of {model:?} in the pool")))?;
                 s.nodes.remove(last);
             }
         } else if r.names.is_empty() {
@@ -327,14 +336,21 @@ pub fn apply(base: &Setup, spec: &ScenarioSpec, index: usize, teams: &BTreeMap<S
     for (ns, per_model) in &spec.model_quotas {
         let i = ns_of(&s, ns).ok_or_else(|| err(format!("model_quotas.{ns}"), format!("no namespace {ns:?} in the month")))?;
         for (model, amount) in per_model {
-            let m = model_of(&s, model).ok_or_else(|| err(format!("model_quotas.{ns}.{model}"), format!("no GPU model {model:?} in the pool ({})", s.models.join(", "))))?;
+            let m = model_of(&s, model)
+                .ok_or_else(|| err(format!("model_quotas.{ns}.{model}"), format!("no GPU model {model:?} in the pool ({})", s.models.join(", "))))?;
             s.model_quota[i][m] = Some(amount.gpus(pool).map_err(|e| err(format!("model_quotas.{ns}.{model}"), e))?);
         }
     }
     for (ns, class) in &spec.priority {
         let i = ns_of(&s, ns).ok_or_else(|| err(format!("priority.{ns}"), format!("no namespace {ns:?} in the month")))?;
         let c = s.classes.iter().position(|c| c.name == *class).ok_or_else(|| {
-            err(format!("priority.{ns}"), format!("no priority class {class:?} (known: {}; add it to [plan.priority_classes])", s.classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")))
+            err(
+                format!("priority.{ns}"),
+                format!(
+                    "no priority class {class:?} (known: {}; add it to [plan.priority_classes])",
+                    s.classes.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            )
         })?;
         s.class_override[i] = Some(c);
     }
@@ -342,7 +358,8 @@ pub fn apply(base: &Setup, spec: &ScenarioSpec, index: usize, teams: &BTreeMap<S
         let i = ns_of(&s, ns).ok_or_else(|| err(format!("affinity.{ns}"), format!("no namespace {ns:?} in the month")))?;
         let mut allowed = vec![false; s.models.len()];
         for model in models {
-            let m = model_of(&s, model).ok_or_else(|| err(format!("affinity.{ns}"), format!("no GPU model {model:?} in the pool ({})", s.models.join(", "))))?;
+            let m =
+                model_of(&s, model).ok_or_else(|| err(format!("affinity.{ns}"), format!("no GPU model {model:?} in the pool ({})", s.models.join(", "))))?;
             allowed[m] = true;
         }
         s.affinity[i] = allowed;
@@ -418,7 +435,13 @@ mod tests {
     use super::*;
 
     fn base() -> Setup {
-        let node = |name: &str, model| NodeSpec { name: name.into(), model, units: vec![UnitGroup { resource: 0, count: 8, share: 1.0 }], available_from: 0, available_to: 3_600_000 };
+        let node = |name: &str, model| NodeSpec {
+            name: name.into(),
+            model,
+            units: vec![UnitGroup { resource: 0, count: 8, share: 1.0 }],
+            available_from: 0,
+            available_to: 3_600_000,
+        };
         Setup {
             from: 0,
             to: 3_600_000,

@@ -58,7 +58,6 @@ impl Tariff {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,10 +96,13 @@ mod tests {
     #[test]
     fn night_band_in_local_time_with_dst() {
         let all = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
-        let t = Tariff::from_config(&power("Europe/Berlin", &[("night", 0.08, "22:00-06:00", &all, "2026-10-15"), ("day", 0.15, "06:00-22:00", &all, "2026-10-15")]));
+        let t = Tariff::from_config(&power(
+            "Europe/Berlin",
+            &[("night", 0.08, "22:00-06:00", &all, "2026-10-15"), ("day", 0.15, "06:00-22:00", &all, "2026-10-15")],
+        ));
         // Before the tariff starts: the flat rate.
         assert_eq!(t.rate_at(at("2026-10-14T21:00:00Z")).band, "flat"); // 23:00 local, Oct 14
-        // 2026-10-20 is CEST (UTC+2): 20:00Z is 22:00 local, night; 19:45Z is day.
+                                                                        // 2026-10-20 is CEST (UTC+2): 20:00Z is 22:00 local, night; 19:45Z is day.
         assert_eq!(t.rate_at(at("2026-10-20T20:00:00Z")).band, "night");
         assert_eq!(t.rate_at(at("2026-10-20T19:45:00Z")).band, "day");
         // After the change to CET (2026-10-25), 22:00 local is 21:00Z.

@@ -71,18 +71,30 @@ impl<'a> JsonColumn<'a> {
         Ok(match column.data_type() {
             DataType::Null => JsonColumn::Null,
             DataType::Boolean => JsonColumn::Bool(column.as_boolean()),
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => JsonColumn::Int(arrow::compute::cast(column, &DataType::Int64)?.as_primitive::<Int64Type>().clone()),
-            DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => JsonColumn::UInt(arrow::compute::cast(column, &DataType::UInt64)?.as_primitive::<UInt64Type>().clone()),
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                JsonColumn::Int(arrow::compute::cast(column, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
+            }
+            DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+                JsonColumn::UInt(arrow::compute::cast(column, &DataType::UInt64)?.as_primitive::<UInt64Type>().clone())
+            }
             // A float keeps its own width's shortest text (an f32 643.2 stays 643.2).
-            DataType::Float16 | DataType::Float32 => JsonColumn::Float32(arrow::compute::cast(column, &DataType::Float32)?.as_primitive::<Float32Type>().clone()),
+            DataType::Float16 | DataType::Float32 => {
+                JsonColumn::Float32(arrow::compute::cast(column, &DataType::Float32)?.as_primitive::<Float32Type>().clone())
+            }
             DataType::Float64 => JsonColumn::Float(arrow::compute::cast(column, &DataType::Float64)?.as_primitive::<Float64Type>().clone()),
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => JsonColumn::Utf8(arrow::compute::cast(column, &DataType::Utf8)?.as_string::<i32>().clone()),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                JsonColumn::Utf8(arrow::compute::cast(column, &DataType::Utf8)?.as_string::<i32>().clone())
+            }
             DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
                 JsonColumn::Utf8(arrow::compute::cast(column, &DataType::Utf8)?.as_string::<i32>().clone())
             }
-            DataType::List(_) | DataType::LargeList(_) | DataType::ListView(_) | DataType::LargeListView(_) | DataType::FixedSizeList(..) | DataType::Struct(_) | DataType::Map(..) => {
-                JsonColumn::Nested(nested(column)?)
-            }
+            DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+            | DataType::FixedSizeList(..)
+            | DataType::Struct(_)
+            | DataType::Map(..) => JsonColumn::Nested(nested(column)?),
             _ => JsonColumn::Text(ArrayFormatter::try_new(column.as_ref(), &OPTIONS)?, column),
         })
     }

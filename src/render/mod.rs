@@ -102,12 +102,23 @@ type Out<'a> = &'a mut (dyn Write + Send);
 
 enum State<'a> {
     /// Table and Markdown: every batch is held until `finish`.
-    Held { format: Format, out: Out<'a>, batches: Vec<RecordBatch> },
+    Held {
+        format: Format,
+        out: Out<'a>,
+        batches: Vec<RecordBatch>,
+    },
     Csv(csv::Writer<Out<'a>>),
     /// A bare array streamed row by row.
-    JsonArray { out: Out<'a>, first: bool, keys: Vec<Vec<u8>> },
+    JsonArray {
+        out: Out<'a>,
+        first: bool,
+        keys: Vec<Vec<u8>>,
+    },
     /// A document object: its rows are held until `finish` (reports are small).
-    JsonDocument { out: Out<'a>, rows: Vec<Vec<Value>> },
+    JsonDocument {
+        out: Out<'a>,
+        rows: Vec<Vec<Value>>,
+    },
     Parquet(Box<ArrowWriter<Out<'a>>>),
 }
 
@@ -125,7 +136,16 @@ impl<'a> Writer<'a> {
             Format::Json => {
                 out.write_all(b"[")?;
                 // Each key once, as JSON text with its colon.
-                let keys = schema.fields().iter().map(|f| serde_json::to_vec(f.name()).map(|mut k| { k.push(b':'); k })).collect::<std::result::Result<_, _>>()?;
+                let keys = schema
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        serde_json::to_vec(f.name()).map(|mut k| {
+                            k.push(b':');
+                            k
+                        })
+                    })
+                    .collect::<std::result::Result<_, _>>()?;
                 State::JsonArray { out, first: true, keys }
             }
             Format::Parquet => {
@@ -192,7 +212,8 @@ impl<'a> Writer<'a> {
                 let bytes = match format {
                     Format::Md => text::markdown(&self.schema, &batches, frame)?.into_bytes(),
                     Format::Xlsx => {
-                        let name = frame.json_fields.as_ref().and_then(|f| f.iter().find(|(k, _)| k == "report")).and_then(|(_, v)| v.as_str()).unwrap_or("result");
+                        let name =
+                            frame.json_fields.as_ref().and_then(|f| f.iter().find(|(k, _)| k == "report")).and_then(|(_, v)| v.as_str()).unwrap_or("result");
                         xlsx::workbook(&[xlsx::Sheet { name, schema: &self.schema, batches: &batches, frame }])?
                     }
                     _ => text::table(&self.schema, &batches, frame)?.into_bytes(),
@@ -216,7 +237,13 @@ impl<'a> Writer<'a> {
                     Some(t) => Some((names(&t.schema()), cells::json_rows(t)?.into_iter().next().unwrap_or_default())),
                     None => None,
                 };
-                let doc = Document { fields: frame.json_fields.as_deref().unwrap_or_default(), names: &columns, rows: &rows, total: total.as_ref().map(|(n, v)| Row { names: n, values: v }), notes: &frame.notes };
+                let doc = Document {
+                    fields: frame.json_fields.as_deref().unwrap_or_default(),
+                    names: &columns,
+                    rows: &rows,
+                    total: total.as_ref().map(|(n, v)| Row { names: n, values: v }),
+                    notes: &frame.notes,
+                };
                 serde_json::to_writer_pretty(&mut *out, &doc)?;
                 out.write_all(b"\n")?;
                 out.flush()?;
@@ -332,12 +359,19 @@ mod tests {
         let frame = Frame { csv_last_line: Some("DATA INCOMPLETE: x".into()), ..Frame::default() };
         assert_eq!(text(Format::Csv, &frame), "namespace,pods,cost\n\"a,b\",3,1.50\n,,-0.05\nDATA INCOMPLETE: x\n");
         let empty = batch().slice(0, 0);
-        assert_eq!(String::from_utf8(render(Format::Csv, empty.schema(), &[], &Frame::default()).unwrap()).unwrap(), "namespace,pods,cost\n", "an empty result still has its header");
+        assert_eq!(
+            String::from_utf8(render(Format::Csv, empty.schema(), &[], &Frame::default()).unwrap()).unwrap(),
+            "namespace,pods,cost\n",
+            "an empty result still has its header"
+        );
     }
 
     #[test]
     fn json_array_streams_and_document_keeps_column_order() {
-        assert_eq!(text(Format::Json, &Frame::default()), "[{\"namespace\":\"a,b\",\"pods\":3,\"cost\":\"1.50\"},{\"namespace\":null,\"pods\":null,\"cost\":\"-0.05\"}]\n");
+        assert_eq!(
+            text(Format::Json, &Frame::default()),
+            "[{\"namespace\":\"a,b\",\"pods\":3,\"cost\":\"1.50\"},{\"namespace\":null,\"pods\":null,\"cost\":\"-0.05\"}]\n"
+        );
         let frame = Frame { json_fields: Some(vec![("report".into(), Value::from("r"))]), notes: vec!["n".into()], ..Frame::default() };
         let doc: Value = serde_json::from_str(&text(Format::Json, &frame)).unwrap();
         assert_eq!(doc["report"], "r");

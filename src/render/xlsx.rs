@@ -72,7 +72,8 @@ fn sheet_name(name: &str) -> String {
 
 /// How a numeric column shows: money, hours, shares, or as it is.
 fn number_format(name: &str, data_type: &DataType) -> &'static str {
-    let money = name.contains("cost") || name.contains("price") || name.ends_with("_eur") || name.ends_with("_usd") || matches!(data_type, DataType::Decimal128(_, 2));
+    let money =
+        name.contains("cost") || name.contains("price") || name.ends_with("_eur") || name.ends_with("_usd") || matches!(data_type, DataType::Decimal128(_, 2));
     if money {
         "#,##0.00"
     } else if name.contains("hours") || name.ends_with("_kwh") {
@@ -93,7 +94,8 @@ fn is_number(data_type: &DataType) -> bool {
 fn write_sheet(ws: &mut Worksheet, sheet: &Sheet) -> Result<(), RenderError> {
     let schema = sheet.schema;
     let header = CellFormat::new().set_bold();
-    let formats: Vec<Option<CellFormat>> = schema.fields().iter().map(|f| is_number(f.data_type()).then(|| CellFormat::new().set_num_format(number_format(f.name(), f.data_type())))).collect();
+    let formats: Vec<Option<CellFormat>> =
+        schema.fields().iter().map(|f| is_number(f.data_type()).then(|| CellFormat::new().set_num_format(number_format(f.name(), f.data_type())))).collect();
     let mut widths: Vec<usize> = schema.fields().iter().map(|f| f.name().chars().count()).collect();
     for (c, f) in schema.fields().iter().enumerate() {
         ws.write_string_with_format(0, c as u16, f.name(), &header)?;

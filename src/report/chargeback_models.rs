@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde_json::Map;
 
 use super::chargeback::{Chargeback, Quantities, RAW_PER_UNIT, US_PER_HOUR};
-use crate::domain::money::apportion;
 use super::render::{Cell, Report};
 use crate::config::Config;
+use crate::domain::money::apportion;
 use crate::domain::window::Window;
 
 const R: &str = "chargeback_models";
@@ -29,7 +29,14 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
         .enumerate()
         .map(|(i, (ns, model, profile))| {
             let team = cb.owner(config, &ns).team.map_or(Cell::Null, Cell::Str);
-            vec![Cell::Str(ns), team, Cell::Str(model), if profile.is_empty() { Cell::Null } else { Cell::Str(profile) }, Cell::Dec { units: hours[i], decimals: 4 }, Cell::Dec { units: money[i], decimals: 2 }]
+            vec![
+                Cell::Str(ns),
+                team,
+                Cell::Str(model),
+                if profile.is_empty() { Cell::Null } else { Cell::Str(profile) },
+                Cell::Dec { units: hours[i], decimals: 4 },
+                Cell::Dec { units: money[i], decimals: 2 },
+            ]
         })
         .collect();
     Report {

@@ -5,8 +5,8 @@ use arrow::datatypes::{DataType, Int64Type, TimeUnit, TimestampMillisecondType};
 use datafusion::common::ScalarValue;
 
 use super::{ReportError, Result};
-use crate::engine::{str_param, ts_param};
 use crate::domain::window::Window;
+use crate::engine::{str_param, ts_param};
 
 /// `$1`, `$2`: the window's start and end; `$3`, `$4`: its first and last `date` partition.
 pub fn window_params(window: &Window) -> Vec<ScalarValue> {

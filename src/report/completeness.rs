@@ -23,14 +23,14 @@ use datafusion::prelude::SessionContext;
 use serde_json::{Map, Value};
 
 use super::columns;
-use crate::lake::day_sums::Counts;
-use crate::domain::money::round_ratio;
-use crate::domain::units::US_PER_HOUR;
 use super::render::{Cell, Report};
 use super::{ReportError, Result};
-use crate::engine::run_query;
-use crate::queries::Queries;
+use crate::domain::money::round_ratio;
+use crate::domain::units::US_PER_HOUR;
 use crate::domain::window::Window;
+use crate::engine::run_query;
+use crate::lake::day_sums::Counts;
+use crate::queries::Queries;
 
 /// DCGM's GPU rows, those with a utilisation, those with energy, and kube-state-metrics' steps.
 pub const SOURCES: [&str; 4] = ["dcgm", "util", "energy", "kube"];
@@ -102,30 +102,40 @@ async fn fold_days(
     threads: usize,
 ) -> Result<Vec<(String, crate::lake::day_sums::Counts)>> {
     use crate::lake::day_sums::DayCounts;
-    let counted = tokio::task::spawn_blocking(move || -> std::result::Result<Vec<(String, crate::lake::day_sums::Counts)>, crate::lake::buckets::BucketError> {
-        let table = crate::lake::Table::GpuSamples;
-        let files = lake
-            .existing(&lake.table_dir(table), files)
-            .map_err(|source| crate::lake::scan::ScanError::List { table: table.name(), lake: lake.root().to_path_buf(), source })?;
-        let strings = std::sync::Mutex::new(crate::lake::intern::Interner::default());
-        let parts = crate::lake::scan::fold_files(&lake, &files, &DayCounts::columns(), threads, Vec::new, |days: &mut Vec<(std::path::PathBuf, DayCounts)>, path, b| {
-            if days.last().is_none_or(|(p, _)| p != path) {
-                days.push((path.to_path_buf(), DayCounts::default()));
-            }
-            days.last_mut().expect("a day to count into").1.add(&strings, path, &b, start_ms, end_ms)
-        })?;
-        let strings = strings.into_inner().expect("interner lock");
-        Ok(parts
-            .into_iter()
-            .flatten()
-            .filter_map(|(path, counts)| {
-                let date = crate::lake::passes::rolled::date_of(&path)?;
-                Some((date.format("%Y-%m-%d").to_string(), counts.finish(&strings).of(cluster.as_deref())))
-            })
-            .collect())
-    })
-    .await
-    .map_err(|source| ReportError::PassStopped { report: "completeness", pass: "the count of day files", source })??;
+    let counted =
+        tokio::task::spawn_blocking(move || -> std::result::Result<Vec<(String, crate::lake::day_sums::Counts)>, crate::lake::buckets::BucketError> {
+            let table = crate::lake::Table::GpuSamples;
+            let files = lake.existing(&lake.table_dir(table), files).map_err(|source| crate::lake::scan::ScanError::List {
+                table: table.name(),
+                lake: lake.root().to_path_buf(),
+                source,
+            })?;
+            let strings = std::sync::Mutex::new(crate::lake::intern::Interner::default());
+            let parts = crate::lake::scan::fold_files(
+                &lake,
+                &files,
+                &DayCounts::columns(),
+                threads,
+                Vec::new,
+                |days: &mut Vec<(std::path::PathBuf, DayCounts)>, path, b| {
+                    if days.last().is_none_or(|(p, _)| p != path) {
+                        days.push((path.to_path_buf(), DayCounts::default()));
+                    }
+                    days.last_mut().expect("a day to count into").1.add(&strings, path, &b, start_ms, end_ms)
+                },
+            )?;
+            let strings = strings.into_inner().expect("interner lock");
+            Ok(parts
+                .into_iter()
+                .flatten()
+                .filter_map(|(path, counts)| {
+                    let date = crate::lake::passes::rolled::date_of(&path)?;
+                    Some((date.format("%Y-%m-%d").to_string(), counts.finish(&strings).of(cluster.as_deref())))
+                })
+                .collect())
+        })
+        .await
+        .map_err(|source| ReportError::PassStopped { report: "completeness", pass: "the count of day files", source })??;
     Ok(counted)
 }
 
@@ -177,7 +187,8 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
         }
     }
     for b in &per_day {
-        let (dates, rows, util_rows, units, steps_s) = (col_str(b, "date")?, col_i64(b, "gpu_rows")?, col_i64(b, "util_rows")?, col_i64(b, "units")?, col_i64(b, "step_s")?);
+        let (dates, rows, util_rows, units, steps_s) =
+            (col_str(b, "date")?, col_i64(b, "gpu_rows")?, col_i64(b, "util_rows")?, col_i64(b, "units")?, col_i64(b, "step_s")?);
         let energy_rows = col_i64(b, "energy_rows")?;
         let (unit_steps, first, last) = (col_i64(b, "unit_steps")?, col_ts(b, "first_ts")?, col_ts(b, "last_ts")?);
         let (at_first, at_last) = (col_i64(b, "units_at_first")?, col_i64(b, "units_at_last")?);
@@ -240,10 +251,17 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, s
         let steps_expected = (de - ds) / (step * 1000);
         let key = d.format("%Y-%m-%d").to_string();
         let clip = |source: &str| -> i64 {
-            let list = gaps.get(source).map(|g| g.iter().filter_map(|&(s, e)| {
-                let (s, e) = (s.max(ds), e.min(de));
-                (s < e).then_some((s, e))
-            }).collect()).unwrap_or_default();
+            let list = gaps
+                .get(source)
+                .map(|g| {
+                    g.iter()
+                        .filter_map(|&(s, e)| {
+                            let (s, e) = (s.max(ds), e.min(de));
+                            (s < e).then_some((s, e))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             union_ms(list)
         };
         let (rows, util_rows, energy_rows, expected) = match seen.get(&key) {
@@ -338,7 +356,9 @@ impl Completeness {
             .unmeasured
             .iter()
             .take(n)
-            .map(|(node, us, a, b)| format!("{node} {} GPU-h {} to {}", crate::domain::money::format_units(round_ratio(*us as i128, US_PER_HOUR, 2), 2), at(*a), at(*b + step_ms)))
+            .map(|(node, us, a, b)| {
+                format!("{node} {} GPU-h {} to {}", crate::domain::money::format_units(round_ratio(*us as i128, US_PER_HOUR, 2), 2), at(*a), at(*b + step_ms))
+            })
             .collect();
         let more = self.unmeasured.len().saturating_sub(n);
         format!("; without samples: {}{}", list.join(", "), if more > 0 { format!(" and {more} more nodes") } else { String::new() })
@@ -349,7 +369,9 @@ impl Completeness {
     /// collect killed before it published, a metric that came back empty).
     pub fn verdict(&self, threshold_pct: f64) -> Option<String> {
         let short = self.short_sources(threshold_pct);
-        (!short.is_empty()).then(|| format!("{} for {} is under run.min_completeness_pct = {threshold_pct}% of the GPU-steps that existed", short.join(", "), self.window.label()))
+        (!short.is_empty()).then(|| {
+            format!("{} for {} is under run.min_completeness_pct = {threshold_pct}% of the GPU-steps that existed", short.join(", "), self.window.label())
+        })
     }
 
     pub fn to_report(&self) -> Report {
@@ -362,7 +384,15 @@ impl Completeness {
                 vec![
                     Cell::Str(d.date.format("%Y-%m-%d").to_string()),
                     Cell::Str(d.source.to_string()),
-                    Cell::Str(match d.source { "dcgm" => "GPU rows", "util" => "GPU rows with utilisation", "energy" => "GPU rows with energy", _ => "steps" }.to_string()),
+                    Cell::Str(
+                        match d.source {
+                            "dcgm" => "GPU rows",
+                            "util" => "GPU rows with utilisation",
+                            "energy" => "GPU rows with energy",
+                            _ => "steps",
+                        }
+                        .to_string(),
+                    ),
                     Cell::Int(d.expected),
                     Cell::Int(d.present),
                     pct(d.present, d.expected),
@@ -393,7 +423,9 @@ impl Completeness {
                 .unmeasured
                 .iter()
                 .take(10)
-                .map(|(n, us, a, b)| format!("{n} {} GPU-h ({} to {})", crate::domain::money::format_units(round_ratio(*us as i128, US_PER_HOUR, 2), 2), at(*a), at(*b)))
+                .map(|(n, us, a, b)| {
+                    format!("{n} {} GPU-h ({} to {})", crate::domain::money::format_units(round_ratio(*us as i128, US_PER_HOUR, 2), 2), at(*a), at(*b))
+                })
                 .collect();
             notes.push(format!(
                 "dcgm: {} GPU-hours of the pool had no sample, even within the lookback ({}): {}{}",
@@ -437,7 +469,18 @@ mod tests {
     /// 23:59 before (a window starting earlier than the rows) for the two steps before them.
     #[test]
     fn a_day_is_expected_where_it_existed_and_where_it_was_not_collected() {
-        let c = Counts { gpu_rows: 21, util_rows: 21, energy_rows: 21, units: 3, unit_steps: 23, step_s: 30, first_ms: 0, last_ms: 270_000, units_at_first: 2, units_at_last: 2 };
+        let c = Counts {
+            gpu_rows: 21,
+            util_rows: 21,
+            energy_rows: 21,
+            units: 3,
+            unit_steps: 23,
+            step_s: 30,
+            first_ms: 0,
+            last_ms: 270_000,
+            units_at_first: 2,
+            units_at_last: 2,
+        };
         assert_eq!(expected_unit_steps(&c, 0, 300_000, 30_000), 23);
         assert_eq!(expected_unit_steps(&c, 0, 360_000, 30_000), 27);
         assert_eq!(expected_unit_steps(&c, -60_000, 300_000, 30_000), 27);

@@ -5,13 +5,13 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{ints, strs, window_params};
-use crate::domain::money::round_ratio;
-use crate::domain::units::US_PER_HOUR;
 use super::render::{Cell, Report};
 use super::Result;
+use crate::domain::money::round_ratio;
+use crate::domain::units::US_PER_HOUR;
+use crate::domain::window::Window;
 use crate::engine::run_query;
 use crate::queries::Queries;
-use crate::domain::window::Window;
 
 const R: &str = "events";
 const COUNTS: [&str; 5] = ["pods_finished", "oom_killed", "crashed", "preempted", "evicted"];
@@ -48,7 +48,11 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
         rows,
         total: Some(total),
         notes: vec![
-            format!("pods that finished in {} to {}; lost_gpu_hours = GPUs x run time of the pods that ended OOMKilled, Error, Preempted or Evicted", window.start.to_rfc3339(), window.end.to_rfc3339()),
+            format!(
+                "pods that finished in {} to {}; lost_gpu_hours = GPUs x run time of the pods that ended OOMKilled, Error, Preempted or Evicted",
+                window.start.to_rfc3339(),
+                window.end.to_rfc3339()
+            ),
             "a preemption seen through kube-state-metrics is an eviction (kube_pod_status_reason=Evicted)".into(),
         ],
         meta: Map::new(),

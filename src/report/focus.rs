@@ -11,9 +11,9 @@ use chrono::NaiveDate;
 use serde_json::{Map, Value};
 
 use super::chargeback::{ChargeBy, Chargeback, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, UNMEASURED, US_PER_HOUR};
-use crate::domain::money::{apportion, round_ratio};
 use super::render::{Cell, Report};
 use crate::config::{Config, CostBasis};
+use crate::domain::money::{apportion, round_ratio};
 use crate::domain::window::Window;
 
 /// Mandatory and conditional FOCUS 1.2 columns gpuledger fills (or leaves null), in order.
@@ -251,12 +251,21 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
             Kind::Cpu => ("Core-Hours", "CPU compute", "CPU", "CPU cores requested by GPU pods".to_string()),
             Kind::Memory => ("GiB-Hours", "Memory", "Memory", "memory requested by GPU pods".to_string()),
         };
-        let resource = [cluster.as_str(), account.as_str(), match kind { Kind::Gpu => model.as_str(), Kind::Cpu => "cpu", Kind::Memory => "memory" }, profile.as_str()]
-            .iter()
-            .filter(|p| !p.is_empty())
-            .copied()
-            .collect::<Vec<_>>()
-            .join("/");
+        let resource = [
+            cluster.as_str(),
+            account.as_str(),
+            match kind {
+                Kind::Gpu => model.as_str(),
+                Kind::Cpu => "cpu",
+                Kind::Memory => "memory",
+            },
+            profile.as_str(),
+        ]
+        .iter()
+        .filter(|p| !p.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("/");
         let mut tags = Map::new();
         if let Some(t) = &l.team {
             tags.insert("team".into(), Value::String(t.clone()));
@@ -268,55 +277,55 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
         let day_end = (ms(*date) + 86_400_000).min(w_end);
         let description = format!("{what} in {} {account}", by.column().replace('_', " "));
         let mut row = vec![
-            Cell::Null,                       // AvailabilityZone
-            dec6(billed[i]),                  // BilledCost
-            s(&f.billing_account_id),         // BillingAccountId
-            s(&f.billing_account_name),       // BillingAccountName
-            s("Internal chargeback"),         // BillingAccountType
-            s(currency),                      // BillingCurrency
-            Cell::Time(w_end),                // BillingPeriodEnd
-            Cell::Time(w_start),              // BillingPeriodStart
-            Cell::Null,                       // CapacityReservationId
-            Cell::Null,                       // CapacityReservationStatus
-            s("Usage"),                       // ChargeCategory
-            Cell::Null,                       // ChargeClass
-            s(&description),                  // ChargeDescription
-            s("Usage-Based"),                 // ChargeFrequency
-            Cell::Time(day_end),              // ChargePeriodEnd
-            Cell::Time(day_start),            // ChargePeriodStart
-            Cell::Null,                       // CommitmentDiscountCategory
-            Cell::Null,                       // CommitmentDiscountId
-            Cell::Null,                       // CommitmentDiscountName
-            Cell::Null,                       // CommitmentDiscountQuantity
-            Cell::Null,                       // CommitmentDiscountStatus
-            Cell::Null,                       // CommitmentDiscountType
-            Cell::Null,                       // CommitmentDiscountUnit
-            dec6(quantity[i]),                // ConsumedQuantity
-            s(unit),                          // ConsumedUnit
-            dec6(billed[i]),                  // ContractedCost
-            Cell::Null,                       // ContractedUnitPrice
-            dec6(billed[i]),                  // EffectiveCost
-            Cell::Null,                       // InvoiceId
-            s(&f.invoice_issuer_name),        // InvoiceIssuerName
-            dec6(list[i]),                    // ListCost
-            Cell::Null,                       // ListUnitPrice
-            s("Standard"),                    // PricingCategory
-            dec6(quantity[i]),                // PricingQuantity
-            s(unit),                          // PricingUnit
-            s(&f.provider_name),              // ProviderName
-            s(&f.publisher_name),             // PublisherName
-            Cell::Null,                       // RegionId
-            Cell::Null,                       // RegionName
-            s(&resource),                     // ResourceId
-            s(&resource),                     // ResourceName
-            s(resource_type),                 // ResourceType
-            s("Compute"),                     // ServiceCategory
-            s(service),                       // ServiceName
-            s("Containers"),                  // ServiceSubcategory
-            Cell::Null,                       // SkuId
-            Cell::Null,                       // SkuPriceId
-            s(account),                       // SubAccountId
-            s(account),                       // SubAccountName
+            Cell::Null,                          // AvailabilityZone
+            dec6(billed[i]),                     // BilledCost
+            s(&f.billing_account_id),            // BillingAccountId
+            s(&f.billing_account_name),          // BillingAccountName
+            s("Internal chargeback"),            // BillingAccountType
+            s(currency),                         // BillingCurrency
+            Cell::Time(w_end),                   // BillingPeriodEnd
+            Cell::Time(w_start),                 // BillingPeriodStart
+            Cell::Null,                          // CapacityReservationId
+            Cell::Null,                          // CapacityReservationStatus
+            s("Usage"),                          // ChargeCategory
+            Cell::Null,                          // ChargeClass
+            s(&description),                     // ChargeDescription
+            s("Usage-Based"),                    // ChargeFrequency
+            Cell::Time(day_end),                 // ChargePeriodEnd
+            Cell::Time(day_start),               // ChargePeriodStart
+            Cell::Null,                          // CommitmentDiscountCategory
+            Cell::Null,                          // CommitmentDiscountId
+            Cell::Null,                          // CommitmentDiscountName
+            Cell::Null,                          // CommitmentDiscountQuantity
+            Cell::Null,                          // CommitmentDiscountStatus
+            Cell::Null,                          // CommitmentDiscountType
+            Cell::Null,                          // CommitmentDiscountUnit
+            dec6(quantity[i]),                   // ConsumedQuantity
+            s(unit),                             // ConsumedUnit
+            dec6(billed[i]),                     // ContractedCost
+            Cell::Null,                          // ContractedUnitPrice
+            dec6(billed[i]),                     // EffectiveCost
+            Cell::Null,                          // InvoiceId
+            s(&f.invoice_issuer_name),           // InvoiceIssuerName
+            dec6(list[i]),                       // ListCost
+            Cell::Null,                          // ListUnitPrice
+            s("Standard"),                       // PricingCategory
+            dec6(quantity[i]),                   // PricingQuantity
+            s(unit),                             // PricingUnit
+            s(&f.provider_name),                 // ProviderName
+            s(&f.publisher_name),                // PublisherName
+            Cell::Null,                          // RegionId
+            Cell::Null,                          // RegionName
+            s(&resource),                        // ResourceId
+            s(&resource),                        // ResourceName
+            s(resource_type),                    // ResourceType
+            s("Compute"),                        // ServiceCategory
+            s(service),                          // ServiceName
+            s("Containers"),                     // ServiceSubcategory
+            Cell::Null,                          // SkuId
+            Cell::Null,                          // SkuPriceId
+            s(account),                          // SubAccountId
+            s(account),                          // SubAccountName
             s(&Value::Object(tags).to_string()), // Tags
         ];
         row.extend([

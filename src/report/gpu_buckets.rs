@@ -29,10 +29,18 @@ pub async fn query(ctx: &SessionContext, queries: &Queries, name: &'static str, 
     let mut out = Vec::new();
     for piece in window.pieces(PIECE_DAYS) {
         let (lake, scan_window) = (lake.clone(), piece);
-        let buckets = tokio::task::spawn_blocking(move || scan(&lake, &scan_window, threads))
-            .await
-            .map_err(|source| ReportError::PassStopped { report: name, pass: "the GPU row pass", source })??;
-        tracing::debug!("{name} {}: {} rows in {} buckets ({} days from rollups)", piece.label(), buckets.rows, buckets.batches.iter().map(|b| b.num_rows()).sum::<usize>(), buckets.rollup_days);
+        let buckets = tokio::task::spawn_blocking(move || scan(&lake, &scan_window, threads)).await.map_err(|source| ReportError::PassStopped {
+            report: name,
+            pass: "the GPU row pass",
+            source,
+        })??;
+        tracing::debug!(
+            "{name} {}: {} rows in {} buckets ({} days from rollups)",
+            piece.label(),
+            buckets.rows,
+            buckets.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+            buckets.rollup_days
+        );
         let batches = match &only_cluster {
             Some(c) => buckets.batches.iter().map(|b| of_cluster(b, c, name)).collect::<Result<Vec<_>>>()?,
             None => buckets.batches,
@@ -76,6 +84,7 @@ pub fn of_cluster(b: &RecordBatch, cluster: &str, report: &'static str) -> Resul
     let shape = |detail: &str| ReportError::Shape { report, detail: detail.into() };
     let names = arrow::compute::cast(b.column_by_name("cluster").ok_or_else(|| shape("gpu_buckets without cluster"))?, &arrow::datatypes::DataType::Utf8)
         .map_err(|source| ReportError::Arrow { report, source })?;
-    let keep: arrow::array::BooleanArray = names.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| shape("cluster as text"))?.iter().map(|n| Some(n == Some(cluster))).collect();
+    let keep: arrow::array::BooleanArray =
+        names.as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| shape("cluster as text"))?.iter().map(|n| Some(n == Some(cluster))).collect();
     arrow::compute::filter_record_batch(b, &keep).map_err(|source| ReportError::Arrow { report, source })
 }

@@ -5,12 +5,12 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::ints;
-use crate::domain::money::round_ratio;
-use crate::domain::units::US_PER_HOUR;
 use super::render::{Cell, Report};
 use super::Result;
-use crate::queries::Queries;
+use crate::domain::money::round_ratio;
+use crate::domain::units::US_PER_HOUR;
 use crate::domain::window::Window;
+use crate::queries::Queries;
 
 const R: &str = "heatmap";
 pub const WEEKDAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
@@ -46,8 +46,10 @@ pub async fn cells(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     let batches = super::gpu_buckets::query(ctx, queries, R, window).await?;
     let mut grid = [[HeatCell::default(); 24]; 7];
     for b in &batches {
-        let (dow, hour, all, alloc, util) = (ints(R, b, "dow")?, ints(R, b, "hour")?, ints(R, b, "gpu_us")?, ints(R, b, "allocated_gpu_us")?, ints(R, b, "util_gpu_us")?);
-        let (known, alloc_util, alloc_known) = (ints(R, b, "util_known_gpu_us")?, ints(R, b, "allocated_util_gpu_us")?, ints(R, b, "allocated_util_known_gpu_us")?);
+        let (dow, hour, all, alloc, util) =
+            (ints(R, b, "dow")?, ints(R, b, "hour")?, ints(R, b, "gpu_us")?, ints(R, b, "allocated_gpu_us")?, ints(R, b, "util_gpu_us")?);
+        let (known, alloc_util, alloc_known) =
+            (ints(R, b, "util_known_gpu_us")?, ints(R, b, "allocated_util_gpu_us")?, ints(R, b, "allocated_util_known_gpu_us")?);
         for i in 0..b.num_rows() {
             let (Some(d), Some(h)) = (dow[i], hour[i]) else { continue };
             let day = ((d + 6) % 7) as usize; // SQL: 0 = Sunday

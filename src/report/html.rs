@@ -131,9 +131,19 @@ fn series_svg(x_labels: &[String], lines: &[(&str, &str, Vec<f64>, bool)], y_uni
             continue;
         }
         if *fill {
-            let _ = write!(s, r#"<polygon points="{:.1},{:.1} {} {:.1},{:.1}" fill="{color}"><title>{}</title></polygon>"#, x(0), h - bottom, pts.join(" "), x(values.len() - 1), h - bottom, esc(name));
+            let _ = write!(
+                s,
+                r#"<polygon points="{:.1},{:.1} {} {:.1},{:.1}" fill="{color}"><title>{}</title></polygon>"#,
+                x(0),
+                h - bottom,
+                pts.join(" "),
+                x(values.len() - 1),
+                h - bottom,
+                esc(name)
+            );
         } else {
-            let _ = write!(s, r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2.5"><title>{}</title></polyline>"#, pts.join(" "), esc(name));
+            let _ =
+                write!(s, r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2.5"><title>{}</title></polyline>"#, pts.join(" "), esc(name));
         }
     }
     let _ = write!(s, r##"<line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999"/>"##, h - bottom, w - right, h - bottom);
@@ -141,7 +151,13 @@ fn series_svg(x_labels: &[String], lines: &[(&str, &str, Vec<f64>, bool)], y_uni
     let ticks = size.x_ticks.min(x_labels.len());
     for k in 0..ticks {
         let i = if ticks == 1 { 0 } else { k * (x_labels.len() - 1) / (ticks - 1) };
-        let anchor = if k == 0 { "start" } else if k + 1 == ticks { "end" } else { "middle" };
+        let anchor = if k == 0 {
+            "start"
+        } else if k + 1 == ticks {
+            "end"
+        } else {
+            "middle"
+        };
         let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}" class="ax">{}</text>"#, x(i), h - 8.0, esc(&x_labels[i]));
     }
     s.push_str("</svg>");
@@ -250,7 +266,8 @@ fn table(r: &Report, currency: &str, shape: Shape) -> String {
     let hidden: Vec<&str> = (0..r.columns.len()).filter(|i| !shown.contains(i)).map(|i| r.columns[i].as_str()).collect();
     let heads: Vec<String> = shown.iter().map(|&i| heading(&r.columns[i], currency)).collect();
     let sideways = shown.len() > 12 && rows.len() <= 6 && r.total.is_none();
-    let mut s = format!("<div class=\"tw\"><table class=\"t{}\" id=\"t-{}\"><caption>{}</caption>", if sideways { " side" } else { "" }, esc(&r.name), esc(&r.title));
+    let mut s =
+        format!("<div class=\"tw\"><table class=\"t{}\" id=\"t-{}\"><caption>{}</caption>", if sideways { " side" } else { "" }, esc(&r.name), esc(&r.title));
     if sideways {
         // On its side: a row per column, a column per row.
         s.push_str("<tbody>");
@@ -428,13 +445,23 @@ impl MonthPage<'_> {
                 (None, _) => ("", "no previous month in the lake".to_string()),
                 (Some(p), Cell::Null) => ("", format!("nothing to compare in {p}")),
                 (Some(p), Cell::Dec { units, .. }) => {
-                    let arrow = if *units > 0 { "▲" } else if *units < 0 { "▼" } else { "=" };
+                    let arrow = if *units > 0 {
+                        "▲"
+                    } else if *units < 0 {
+                        "▼"
+                    } else {
+                        "="
+                    };
                     let class = match (direction(&metric), units.signum()) {
                         (_, 0) | (None, _) => "",
                         (Some("worse"), 1) | (Some("better"), -1) => "worse",
                         _ => "better",
                     };
-                    let amount = if unit == "%" { format!("{} points", cell_text("change_pct", &change)) } else { format!("{} {unit}", cell_text(&format!("{value_col}_change"), &change)) };
+                    let amount = if unit == "%" {
+                        format!("{} points", cell_text("change_pct", &change))
+                    } else {
+                        format!("{} {unit}", cell_text(&format!("{value_col}_change"), &change))
+                    };
                     let share = if pct == Cell::Null { String::new() } else { format!(" ({}%)", cell_text("change_pct", &pct)) };
                     (class, format!("{arrow} {amount}{share} vs {p}"))
                 }
@@ -529,8 +556,9 @@ impl MonthPage<'_> {
         if let Some(cb) = self.section("chargeback") {
             let ns = col(cb, "namespace");
             let (cost, hours) = (col(cb, "total_cost"), col(cb, "gpu_hours"));
-            let items: Vec<(String, f64, String)> =
-                (0..ns.len()).map(|i| (ns[i].text(), num(cost[i]), format!("{} {cur} · {} GPU-h", cell_text("total_cost", cost[i]), cell_text("gpu_hours", hours[i])))).collect();
+            let items: Vec<(String, f64, String)> = (0..ns.len())
+                .map(|i| (ns[i].text(), num(cost[i]), format!("{} {cur} · {} GPU-h", cell_text("total_cost", cost[i]), cell_text("gpu_hours", hours[i]))))
+                .collect();
             body.push_str("<h2>Chargeback: total cost per namespace</h2>");
             body.push_str(&bars("chargeback", &items, colour("chargeback")));
             body.push_str(&self.table(cb, ALL_ROWS));
@@ -544,7 +572,12 @@ impl MonthPage<'_> {
                 &[
                     ("GPU-hours in the pool", "#bbbbbb", self.pool.iter().map(|d| d.gpu_hours).collect(), true),
                     ("allocated to pods", colour("pool"), self.pool.iter().map(|d| d.allocated_hours).collect(), true),
-                    ("utilised (GPU-hours x utilisation)", "#ff7f0e", self.pool.iter().map(|d| d.allocated_hours.min(d.gpu_hours * d.util_pct / 100.0)).collect(), false),
+                    (
+                        "utilised (GPU-hours x utilisation)",
+                        "#ff7f0e",
+                        self.pool.iter().map(|d| d.allocated_hours.min(d.gpu_hours * d.util_pct / 100.0)).collect(),
+                        false,
+                    ),
                 ],
                 "GPU-hours per day",
             ));
@@ -582,7 +615,12 @@ impl MonthPage<'_> {
             }
             let labels: Vec<String> = per.keys().map(|h| hour_label(h)).collect();
             body.push_str("<h2>Queue: pending GPU demand per hour</h2>");
-            body.push_str(&series("queue", &labels, &[("GPUs asked for by pending pods", colour("queue"), per.values().copied().collect(), false)], "GPUs pending"));
+            body.push_str(&series(
+                "queue",
+                &labels,
+                &[("GPUs asked for by pending pods", colour("queue"), per.values().copied().collect(), false)],
+                "GPUs pending",
+            ));
         }
         for name in ["queue", "queue_longest"] {
             if let Some(r) = self.section(name) {
@@ -632,7 +670,11 @@ fn hour_label(t: &str) -> String {
 }
 
 /// The pool per day of `window` for the page's time series.
-pub async fn pool_days(ctx: &datafusion::prelude::SessionContext, queries: &crate::queries::Queries, window: &crate::domain::window::Window) -> super::Result<Vec<PoolDay>> {
+pub async fn pool_days(
+    ctx: &datafusion::prelude::SessionContext,
+    queries: &crate::queries::Queries,
+    window: &crate::domain::window::Window,
+) -> super::Result<Vec<PoolDay>> {
     use super::columns::{ints, strs};
     let r = "daily_pool";
     let mut out = Vec::new();

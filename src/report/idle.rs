@@ -16,16 +16,16 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{decimals, ints, millis, money_from_us, rfc3339, strs, texts, window_params};
-use crate::domain::money::round_ratio;
 use super::render::{Cell, Report};
-use crate::lake::passes::idle_runs::{self, IdleRule};
 use super::{ReportError, Result};
 use crate::config::Config;
+use crate::domain::money::round_ratio;
+use crate::domain::window::Window;
 use crate::engine::{run_query, session_lake};
 use crate::lake::day_sums::UnallocatedUnits;
+use crate::lake::passes::idle_runs::{self, IdleRule};
 use crate::lake::rollup::Kind;
 use crate::queries::Queries;
-use crate::domain::window::Window;
 
 use crate::domain::units::US_PER_HOUR;
 /// A data-starved job: this share of its steps idle (percent) ...
@@ -95,7 +95,14 @@ pub async fn pod_idle(ctx: &SessionContext, queries: &Queries, window: &Window, 
     let found = tokio::task::spawn_blocking(move || idle_runs::scan(&lake, &w, rule, cluster.as_deref()))
         .await
         .map_err(|source| ReportError::PassStopped { report: R, pass: "the idle scan", source })??;
-    tracing::debug!("idle scan: {} rows ({} days from rollups), {} holdings, {} runs in {:.2}s", found.rows, found.rollup_days, found.holding.num_rows(), found.runs.num_rows(), t.elapsed().as_secs_f64());
+    tracing::debug!(
+        "idle scan: {} rows ({} days from rollups), {} holdings, {} runs in {:.2}s",
+        found.rows,
+        found.rollup_days,
+        found.holding.num_rows(),
+        found.runs.num_rows(),
+        t.elapsed().as_secs_f64()
+    );
     let register = |name: &str, batch: RecordBatch| -> Result<()> {
         crate::engine::register_batches(ctx, name, batch.schema(), vec![vec![batch]])?;
         Ok(())
@@ -125,7 +132,14 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     for b in &pod_rows {
         let r = "idle_pods";
         let (ns, pod, model) = (texts(r, b, "namespace")?, texts(r, b, "pod")?, texts(r, b, "gpu_model")?);
-        let (held, steps, idle_steps, drops, idle, runs) = (ints(r, b, "held_gpu_us")?, ints(r, b, "steps")?, ints(r, b, "idle_steps")?, ints(r, b, "drops")?, ints(r, b, "idle_gpu_us")?, ints(r, b, "idle_runs")?);
+        let (held, steps, idle_steps, drops, idle, runs) = (
+            ints(r, b, "held_gpu_us")?,
+            ints(r, b, "steps")?,
+            ints(r, b, "idle_steps")?,
+            ints(r, b, "drops")?,
+            ints(r, b, "idle_gpu_us")?,
+            ints(r, b, "idle_runs")?,
+        );
         let cost = decimals(r, b, "idle_cost_us")?;
         let (edge_in, edge_out) = (ints(r, b, "edge_in_gpu_us")?, ints(r, b, "edge_out_gpu_us")?);
         let text = |a: &arrow::array::StringArray, i: usize| if arrow::array::Array::is_valid(a, i) { a.value(i).to_string() } else { String::new() };
@@ -175,9 +189,20 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let idle = Report {
         name: "idle".into(),
         title: format!("Allocated but idle GPUs {label}"),
-        columns: ["namespace", "pod", "gpu_model", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_runs", "idle_cost", "idle_gpu_hours_low", "idle_gpu_hours_high"]
-            .map(String::from)
-            .to_vec(),
+        columns: [
+            "namespace",
+            "pod",
+            "gpu_model",
+            "idle_gpu_hours",
+            "held_gpu_hours",
+            "idle_pct",
+            "idle_runs",
+            "idle_cost",
+            "idle_gpu_hours_low",
+            "idle_gpu_hours_high",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: offenders
             .iter()
             .map(|p| {
@@ -195,7 +220,18 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
                 ]
             })
             .collect(),
-        total: Some(vec![Cell::Str("total".into()), Cell::Null, Cell::Null, hours(idle_total), Cell::Null, Cell::Null, Cell::Null, money(cost_total), Cell::Null, Cell::Null]),
+        total: Some(vec![
+            Cell::Str("total".into()),
+            Cell::Null,
+            Cell::Null,
+            hours(idle_total),
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+            money(cost_total),
+            Cell::Null,
+            Cell::Null,
+        ]),
         notes: vec![
             format!(
                 "idle: utilisation under {}% for at least {} minutes at a stretch; cost at the GPU model's list price in {currency}",
@@ -211,10 +247,22 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let namespaces = Report {
         name: "idle_namespaces".into(),
         title: format!("Allocated but idle GPU time per namespace {label}"),
-        columns: ["namespace", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_cost", "idle_gpu_hours_low", "idle_gpu_hours_high"].map(String::from).to_vec(),
+        columns: ["namespace", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_cost", "idle_gpu_hours_low", "idle_gpu_hours_high"]
+            .map(String::from)
+            .to_vec(),
         rows: ns_rows
             .iter()
-            .map(|(ns, n)| vec![Cell::Str(ns.to_string()), hours(n.idle), hours(n.held), pct(n.idle, n.held), money(n.cost), hours(n.idle - n.edge_in), hours(n.idle + n.edge_out)])
+            .map(|(ns, n)| {
+                vec![
+                    Cell::Str(ns.to_string()),
+                    hours(n.idle),
+                    hours(n.held),
+                    pct(n.idle, n.held),
+                    money(n.cost),
+                    hours(n.idle - n.edge_in),
+                    hours(n.idle + n.edge_out),
+                ]
+            })
             .collect(),
         total: None,
         notes: vec![band_note],
@@ -235,13 +283,20 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let (unallocated, zombie) = (unallocated?, zombie?);
     for b in &unallocated {
         let r = "idle_unallocated";
-        let (node, model, units, us, cost) = (strs(r, b, "node")?, strs(r, b, "gpu_model")?, ints(r, b, "units")?, ints(r, b, "gpu_us")?, decimals(r, b, "cost_us")?);
+        let (node, model, units, us, cost) =
+            (strs(r, b, "node")?, strs(r, b, "gpu_model")?, ints(r, b, "units")?, ints(r, b, "gpu_us")?, decimals(r, b, "cost_us")?);
         for i in 0..b.num_rows() {
             let (u, c) = (us[i].unwrap_or(0), money_from_us(cost[i]));
             un_total += u;
             un_cost += c;
             let node_hours = units[i].unwrap_or(0) * window.seconds() * 1_000_000;
-            unalloc_rows.push(vec![Cell::Str(node[i].clone().unwrap_or_default()), Cell::Str(model[i].clone().unwrap_or_default()), hours(u), pct(u, node_hours), money(c)]);
+            unalloc_rows.push(vec![
+                Cell::Str(node[i].clone().unwrap_or_default()),
+                Cell::Str(model[i].clone().unwrap_or_default()),
+                hours(u),
+                pct(u, node_hours),
+                money(c),
+            ]);
         }
     }
     let unallocated = Report {
@@ -257,7 +312,8 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let mut zombie_rows = Vec::new();
     for b in &zombie {
         let r = "idle_zombie";
-        let (node, uuid, gi, model, profile) = (strs(r, b, "node")?, strs(r, b, "gpu_uuid")?, ints(r, b, "gpu_instance_id")?, strs(r, b, "gpu_model")?, strs(r, b, "mig_profile")?);
+        let (node, uuid, gi, model, profile) =
+            (strs(r, b, "node")?, strs(r, b, "gpu_uuid")?, ints(r, b, "gpu_instance_id")?, strs(r, b, "gpu_model")?, strs(r, b, "mig_profile")?);
         let (us, mem, first, last) = (ints(r, b, "gpu_us")?, ints(r, b, "max_mem_mib")?, millis(r, b, "first_seen")?, millis(r, b, "last_seen")?);
         for i in 0..b.num_rows() {
             zombie_rows.push(vec![
@@ -276,7 +332,9 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let zombie = Report {
         name: "idle_zombie".into(),
         title: format!("Zombie GPU memory {label}"),
-        columns: ["node", "gpu_uuid", "gpu_instance_id", "gpu_model", "mig_profile", "zombie_gpu_hours", "max_mem_mib", "first_seen", "last_seen"].map(String::from).to_vec(),
+        columns: ["node", "gpu_uuid", "gpu_instance_id", "gpu_model", "mig_profile", "zombie_gpu_hours", "max_mem_mib", "first_seen", "last_seen"]
+            .map(String::from)
+            .to_vec(),
         rows: zombie_rows,
         total: None,
         notes: vec![format!("framebuffer over {} MiB used with no pod and 0% utilisation: a process that outlived its pod", config.idle.zombie_mem_mib)],
@@ -291,15 +349,17 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
         columns: ["namespace", "pod", "gpu_model", "held_gpu_hours", "idle_steps_pct", "drops", "drops_per_hour"].map(String::from).to_vec(),
         rows: starved
             .iter()
-            .map(|p| vec![
-                Cell::Str(p.ns.clone()),
-                Cell::Str(p.pod.clone()),
-                Cell::Str(p.model.clone()),
-                hours(p.held),
-                pct(p.idle_steps, p.steps),
-                Cell::Int(p.drops),
-                Cell::Dec { units: round_ratio(p.drops as i128 * US_PER_HOUR, p.held.max(1) as i128, 2), decimals: 2 },
-            ])
+            .map(|p| {
+                vec![
+                    Cell::Str(p.ns.clone()),
+                    Cell::Str(p.pod.clone()),
+                    Cell::Str(p.model.clone()),
+                    hours(p.held),
+                    pct(p.idle_steps, p.steps),
+                    Cell::Int(p.drops),
+                    Cell::Dec { units: round_ratio(p.drops as i128 * US_PER_HOUR, p.held.max(1) as i128, 2), decimals: 2 },
+                ]
+            })
             .collect(),
         total: None,
         notes: vec![format!(

@@ -12,10 +12,10 @@ use serde_json::Map;
 use super::columns::{ints, millis, rfc3339, strs, window_params};
 use super::render::{Cell, Report};
 use super::Result;
-use crate::engine::run_query;
-use crate::queries::Queries;
 use crate::domain::boards::{replacements, Board};
 use crate::domain::window::Window;
+use crate::engine::run_query;
+use crate::queries::Queries;
 
 const R: &str = "inventory";
 
@@ -81,11 +81,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     let count = |key: &(String, String), e: &NodeModel| e.gpus.len() as i64 - replaced.get(key).copied().unwrap_or(0) as i64;
     for (key, e) in &pool {
         let (node, model) = key;
-        let layout = if e.profiles.is_empty() {
-            String::new()
-        } else {
-            e.profiles.iter().map(|(p, n)| format!("{n} x {p}")).collect::<Vec<_>>().join(" + ")
-        };
+        let layout = if e.profiles.is_empty() { String::new() } else { e.profiles.iter().map(|(p, n)| format!("{n} x {p}")).collect::<Vec<_>>().join(" + ") };
         gpus += count(key, e);
         mig += e.mig_gpus.len() as i64;
         rows.push(vec![

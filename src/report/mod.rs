@@ -293,9 +293,7 @@ pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
             out.extend_from_slice(b"]\n");
             out
         }
-        Format::Parquet => {
-            return Err(ReportError::ParquetSections { report: reports[0].name.clone(), sections: reports.len() })
-        }
+        Format::Parquet => return Err(ReportError::ParquetSections { report: reports[0].name.clone(), sections: reports.len() }),
         _ => parts.join(&b"\n"[..]),
     })
 }
@@ -378,7 +376,8 @@ pub async fn write_month(
     files.push(book);
     let pool = html::pool_days(session, queries, window).await?;
     let label = window.label();
-    let page = html::MonthPage { label: &label, currency: &config.pricing.currency, sections: &sections, pool: &pool, incomplete: incomplete.as_deref() }.render();
+    let page =
+        html::MonthPage { label: &label, currency: &config.pricing.currency, sections: &sections, pool: &pool, incomplete: incomplete.as_deref() }.render();
     let page_path = dir.join("index.html");
     write_atomic(&page_path, page.as_bytes())?;
     files.push("index.html".into());

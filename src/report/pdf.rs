@@ -178,9 +178,21 @@ mod tests {
     /// bytes once renumbered; each id keeps naming one element (the /IDTree's names too).
     #[test]
     fn structure_ids_are_renumbered_in_order() {
-        let print = |k: u32| format!("<</S /TH /ID (node{:08})>> <</S /TD /ID (node{:08})>> /IDTree <</Names [(node{:08}) 5 0 R (node{:08}) 6 0 R]>> (node12)", 54 + k, 61 + k, 54 + k, 61 + k).into_bytes();
+        let print = |k: u32| {
+            format!(
+                "<</S /TH /ID (node{:08})>> <</S /TD /ID (node{:08})>> /IDTree <</Names [(node{:08}) 5 0 R (node{:08}) 6 0 R]>> (node12)",
+                54 + k,
+                61 + k,
+                54 + k,
+                61 + k
+            )
+            .into_bytes()
+        };
         let (a, b) = (super::fix_node_ids(print(0)), super::fix_node_ids(print(1)));
         assert_eq!(a, b);
-        assert_eq!(String::from_utf8(a).unwrap(), "<</S /TH /ID (node00000001)>> <</S /TD /ID (node00000002)>> /IDTree <</Names [(node00000001) 5 0 R (node00000002) 6 0 R]>> (node12)");
+        assert_eq!(
+            String::from_utf8(a).unwrap(),
+            "<</S /TH /ID (node00000001)>> <</S /TD /ID (node00000002)>> /IDTree <</Names [(node00000001) 5 0 R (node00000002) 6 0 R]>> (node12)"
+        );
     }
 }

@@ -15,16 +15,16 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{ints, millis, rfc3339, strs, window_params};
-use crate::domain::money::round_ratio;
 use super::render::{Cell, Report};
 use super::Result;
+use crate::domain::money::round_ratio;
+use crate::domain::stats::nearest_rank;
+use crate::domain::units::US_PER_HOUR;
+use crate::domain::window::Window;
 use crate::engine::run_query;
 use crate::lake::day_sums::PendingSums;
 use crate::lake::rollup::Kind;
 use crate::queries::Queries;
-use crate::domain::stats::nearest_rank;
-use crate::domain::units::US_PER_HOUR;
-use crate::domain::window::Window;
 
 const LONGEST: usize = 20;
 
@@ -51,7 +51,14 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     let mut pods = Vec::new();
     for b in &run_query(ctx, "queue_waits", &queries.get("queue_waits")?, params.clone()).await? {
         let r = "queue_waits";
-        let (ns, pc, pod, gpus, created, wait) = (strs(r, b, "namespace")?, strs(r, b, "priority_class")?, strs(r, b, "pod")?, ints(r, b, "gpu_request")?, millis(r, b, "created")?, ints(r, b, "wait_ms")?);
+        let (ns, pc, pod, gpus, created, wait) = (
+            strs(r, b, "namespace")?,
+            strs(r, b, "priority_class")?,
+            strs(r, b, "pod")?,
+            ints(r, b, "gpu_request")?,
+            millis(r, b, "created")?,
+            ints(r, b, "wait_ms")?,
+        );
         for i in 0..b.num_rows() {
             pods.push(Pod {
                 ns: ns[i].clone().unwrap_or_default(),
@@ -79,7 +86,15 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     let mut rows = Vec::new();
     for ((ns, pc), (mut waits, waiting)) in groups {
         waits.sort_unstable();
-        rows.push(vec![Cell::Str(ns.into()), Cell::Str(pc.into()), Cell::Int(waits.len() as i64), Cell::Int(waiting), stat(&waits, 0.5), stat(&waits, 0.95), stat(&waits, 1.0)]);
+        rows.push(vec![
+            Cell::Str(ns.into()),
+            Cell::Str(pc.into()),
+            Cell::Int(waits.len() as i64),
+            Cell::Int(waiting),
+            stat(&waits, 0.5),
+            stat(&waits, 0.95),
+            stat(&waits, 1.0),
+        ]);
     }
     let still: i64 = pods.iter().filter(|p| p.wait_ms.is_none()).count() as i64;
     let waits = Report {
@@ -87,7 +102,15 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
         title: format!("GPU queue: wait for a node (scheduled - created) {label}"),
         columns: ["namespace", "priority_class", "scheduled", "still_pending", "p50_wait_min", "p95_wait_min", "max_wait_min"].map(String::from).to_vec(),
         rows,
-        total: Some(vec![Cell::Str("all".into()), Cell::Null, Cell::Int(all.len() as i64), Cell::Int(still), stat(&all, 0.5), stat(&all, 0.95), stat(&all, 1.0)]),
+        total: Some(vec![
+            Cell::Str("all".into()),
+            Cell::Null,
+            Cell::Int(all.len() as i64),
+            Cell::Int(still),
+            stat(&all, 0.5),
+            stat(&all, 0.95),
+            stat(&all, 1.0),
+        ]),
         notes: vec![format!("pods created in {} to {}; percentiles are nearest-rank over the exact waits", window.start.to_rfc3339(), window.end.to_rfc3339())],
         meta: Map::new(),
     };
@@ -102,7 +125,16 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
         rows: order
             .iter()
             .take(LONGEST)
-            .map(|p| vec![Cell::Str(p.ns.clone()), Cell::Str(p.pod.clone()), Cell::Str(p.pc.clone()), Cell::Int(p.gpus), Cell::Str(rfc3339(p.created)), minutes(p.wait_ms.unwrap_or(0))])
+            .map(|p| {
+                vec![
+                    Cell::Str(p.ns.clone()),
+                    Cell::Str(p.pod.clone()),
+                    Cell::Str(p.pc.clone()),
+                    Cell::Int(p.gpus),
+                    Cell::Str(rfc3339(p.created)),
+                    minutes(p.wait_ms.unwrap_or(0)),
+                ]
+            })
             .collect(),
         total: None,
         notes: vec![format!("the {LONGEST} longest waits of pods created in the window")],
@@ -115,7 +147,8 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     let pending = super::rolled::query::<PendingSums>(ctx, queries, "queue_pending", Kind::PendingBuckets, window).await?;
     for b in &pending {
         let r = "queue_pending";
-        let (hour, ns, pc, pod_us, gpu_us) = (millis(r, b, "hour")?, strs(r, b, "namespace")?, strs(r, b, "priority_class")?, ints(r, b, "pod_us")?, ints(r, b, "gpu_us")?);
+        let (hour, ns, pc, pod_us, gpu_us) =
+            (millis(r, b, "hour")?, strs(r, b, "namespace")?, strs(r, b, "priority_class")?, ints(r, b, "pod_us")?, ints(r, b, "gpu_us")?);
         for i in 0..b.num_rows() {
             let h = hour[i].unwrap_or(0);
             let (pu, gu) = (pod_us[i].unwrap_or(0), gpu_us[i].unwrap_or(0));
@@ -154,7 +187,12 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
         let r = "kueue";
         let (q, st, avg_c, max) = (strs(r, b, "cluster_queue")?, strs(r, b, "status")?, ints(r, b, "avg_workloads_centi")?, ints(r, b, "max_workloads")?);
         for i in 0..b.num_rows() {
-            kueue.push(vec![Cell::Str(q[i].clone().unwrap_or_default()), Cell::Str(st[i].clone().unwrap_or_default()), Cell::Dec { units: avg_c[i].unwrap_or(0) as i128, decimals: 2 }, Cell::Int(max[i].unwrap_or(0))]);
+            kueue.push(vec![
+                Cell::Str(q[i].clone().unwrap_or_default()),
+                Cell::Str(st[i].clone().unwrap_or_default()),
+                Cell::Dec { units: avg_c[i].unwrap_or(0) as i128, decimals: 2 },
+                Cell::Int(max[i].unwrap_or(0)),
+            ]);
         }
     }
     if !kueue.is_empty() {

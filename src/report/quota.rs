@@ -16,14 +16,14 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{ints, strs};
-use crate::domain::money::{format_units, round_ratio};
 use super::render::{Cell, Report};
 use super::Result;
 use crate::config::Config;
+use crate::domain::money::{format_units, round_ratio};
+use crate::domain::window::Window;
 use crate::lake::day_sums::{NamespaceGpus, PendingSums};
 use crate::lake::rollup::Kind;
 use crate::queries::Queries;
-use crate::domain::window::Window;
 
 /// One namespace's use: seconds spent holding each number of whole GPUs.
 #[derive(Debug, Default, Clone)]
@@ -139,7 +139,21 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     Ok(Report {
         name: "quota".into(),
         title: format!("GPU quota review {}", window.label()),
-        columns: ["namespace", "quota_gpus", "quota_source", "avg_gpus", "p95_gpus", "peak_gpus", "avg_pending_gpus", "hours_at_quota", "recommendation", "suggested_quota", "reason"].map(String::from).to_vec(),
+        columns: [
+            "namespace",
+            "quota_gpus",
+            "quota_source",
+            "avg_gpus",
+            "p95_gpus",
+            "peak_gpus",
+            "avg_pending_gpus",
+            "hours_at_quota",
+            "recommendation",
+            "suggested_quota",
+            "reason",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows,
         total: None,
         notes: vec![

@@ -7,9 +7,9 @@ use arrow::array::{ArrayRef, Decimal128Builder, Int64Builder, RecordBatch, Strin
 use arrow::datatypes::{DataType, Field, Schema};
 use serde_json::{Map, Value};
 
-pub use crate::render::Format;
-use crate::domain::money::format_units;
 use super::{ReportError, Result};
+use crate::domain::money::format_units;
+pub use crate::render::Format;
 
 /// One value of a report: text, an integer, or an exact decimal (`units` of `10^-decimals`).
 #[derive(Debug, Clone, PartialEq)]
@@ -17,7 +17,10 @@ pub enum Cell {
     Null,
     Str(String),
     Int(i64),
-    Dec { units: i128, decimals: u32 },
+    Dec {
+        units: i128,
+        decimals: u32,
+    },
     /// An instant (ms since the epoch, UTC): RFC 3339 text, a UTC timestamp in Parquet.
     Time(i64),
 }
@@ -72,7 +75,11 @@ impl Report {
     pub fn render(&self, format: Format) -> Result<Vec<u8>> {
         let rows = self.to_batch()?;
         let frame = self.frame()?;
-        crate::render::render(format, rows.schema(), &[rows], &frame).map_err(|source| ReportError::Render { report: self.name.clone(), format: format.name(), source })
+        crate::render::render(format, rows.schema(), &[rows], &frame).map_err(|source| ReportError::Render {
+            report: self.name.clone(),
+            format: format.name(),
+            source,
+        })
     }
 
     /// `reports` as one Excel workbook, a worksheet each (named after the report; a repeated
@@ -91,7 +98,8 @@ impl Report {
                 n += 1;
             }
             let (batch, frame) = (r.to_batch()?, r.frame()?);
-            book.add(&crate::render::xlsx::Sheet { name: &name, schema: batch.schema_ref(), batches: std::slice::from_ref(&batch), frame: &frame }).map_err(err)?;
+            book.add(&crate::render::xlsx::Sheet { name: &name, schema: batch.schema_ref(), batches: std::slice::from_ref(&batch), frame: &frame })
+                .map_err(err)?;
             names.push(name);
         }
         book.finish().map_err(err)
@@ -138,7 +146,10 @@ impl Report {
                 }
                 ColumnKind::Time => {
                     let values: Vec<Option<i64>> = cells().map(|c| if let Cell::Time(ms) = c { Some(*ms) } else { None }).collect();
-                    (DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, Some("UTC".into())), Arc::new(arrow::array::TimestampMillisecondArray::from(values).with_timezone("UTC")))
+                    (
+                        DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, Some("UTC".into())),
+                        Arc::new(arrow::array::TimestampMillisecondArray::from(values).with_timezone("UTC")),
+                    )
                 }
                 ColumnKind::Dec(scale) => {
                     let mut b = Decimal128Builder::new();
@@ -156,8 +167,11 @@ impl Report {
             fields.push(Field::new(name, data_type, true));
             arrays.push(array);
         }
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
-            .map_err(|e| ReportError::Render { report: self.name.clone(), format: "arrow", source: crate::render::RenderError::Arrow(e) })
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| ReportError::Render {
+            report: self.name.clone(),
+            format: "arrow",
+            source: crate::render::RenderError::Arrow(e),
+        })
     }
 }
 

@@ -26,8 +26,8 @@ use super::{ReportError, Result};
 use crate::domain::window::Window;
 use crate::lake::day_sums::DaySums;
 use crate::lake::passes::rolled::{day_parts, day_sums, scan_parts, DayPart};
-use crate::lake::Lake;
 use crate::lake::rollup::Kind;
+use crate::lake::Lake;
 use crate::queries::Queries;
 
 /// Runs query `name` (with the window as `$1`..`$4`) over `kind`'s sums of `window`, folded
@@ -51,15 +51,19 @@ pub async fn register<S: DaySums + 'static>(ctx: &SessionContext, report: &'stat
     let cluster = crate::engine::session_cluster(ctx);
     let w = *window;
     let listed = lake.clone();
-    let parts = tokio::task::spawn_blocking(move || day_parts(&listed, kind, &w))
-        .await
-        .map_err(|source| ReportError::PassStopped { report, pass: "the rollup pass", source })??;
+    let parts = tokio::task::spawn_blocking(move || day_parts(&listed, kind, &w)).await.map_err(|source| ReportError::PassStopped {
+        report,
+        pass: "the rollup pass",
+        source,
+    })??;
     // Streamed only when every day's rollup answers it (footers only): a day read from its
     // samples would be read again by every query over the table (idle runs two).
     let check = (lake.clone(), parts.clone());
-    let all_rolled = tokio::task::spawn_blocking(move || check.1.iter().all(|p| p.on_bucket_edges() && crate::lake::rollup::kinds_current(&check.0, &[kind], p.date, &p.source)))
-        .await
-        .map_err(|source| ReportError::PassStopped { report, pass: "the rollup pass", source })?;
+    let all_rolled = tokio::task::spawn_blocking(move || {
+        check.1.iter().all(|p| p.on_bucket_edges() && crate::lake::rollup::kinds_current(&check.0, &[kind], p.date, &p.source))
+    })
+    .await
+    .map_err(|source| ReportError::PassStopped { report, pass: "the rollup pass", source })?;
     // Day i goes to stream i mod threads: the streams run side by side, each a day at a time.
     let streams: Vec<Arc<dyn PartitionStream>> = (0..threads)
         .map(|p| {
@@ -78,10 +82,18 @@ pub async fn register<S: DaySums + 'static>(ctx: &SessionContext, report: &'stat
         tracing::debug!("{report}: {} streamed from {} days", kind.name(), parts.len());
         return Ok(());
     }
-    let sums = tokio::task::spawn_blocking(move || scan_parts::<S>(&lake, kind, &w, parts, threads))
-        .await
-        .map_err(|source| ReportError::PassStopped { report, pass: "the rollup pass", source })??;
-    tracing::debug!("{report}: {} {} rows ({} days from rollups, samples read for {:?})", kind.name(), sums.batches.iter().map(|b| b.num_rows()).sum::<usize>(), sums.rollup_days, sums.scanned_days);
+    let sums = tokio::task::spawn_blocking(move || scan_parts::<S>(&lake, kind, &w, parts, threads)).await.map_err(|source| ReportError::PassStopped {
+        report,
+        pass: "the rollup pass",
+        source,
+    })??;
+    tracing::debug!(
+        "{report}: {} {} rows ({} days from rollups, samples read for {:?})",
+        kind.name(),
+        sums.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+        sums.rollup_days,
+        sums.scanned_days
+    );
     let batches = match &cluster {
         Some(c) => sums.batches.iter().map(|b| super::gpu_buckets::of_cluster(b, c, report)).collect::<Result<Vec<_>>>()?,
         None => sums.batches,

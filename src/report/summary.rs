@@ -196,7 +196,15 @@ pub fn build(now: &Figures, before: Option<&Figures>, config: &Config) -> Vec<Re
                 "avg_util_pct" => "over the pool's GPU-hours".into(),
                 _ => String::new(),
             };
-            vec![Cell::Str(metric.to_string()), Cell::Str(unit.to_string()), opt(*this), opt(*prev), opt(d), opt(pct), if detail.is_empty() { Cell::Null } else { Cell::Str(detail) }]
+            vec![
+                Cell::Str(metric.to_string()),
+                Cell::Str(unit.to_string()),
+                opt(*this),
+                opt(*prev),
+                opt(d),
+                opt(pct),
+                if detail.is_empty() { Cell::Null } else { Cell::Str(detail) },
+            ]
         })
         .collect();
     let mut notes = Vec::new();

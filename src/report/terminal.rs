@@ -111,7 +111,14 @@ mod tests {
 
     #[test]
     fn blank_columns_are_left_out_and_named() {
-        let r = report("idle", &["pod", "hours", "runs", "flag"], vec![vec![Cell::Str("a".into()), Cell::Int(3), Cell::Int(0), Cell::Str("no".into())], vec![Cell::Str("b".into()), Cell::Null, Cell::Int(0), Cell::Str(String::new())]]);
+        let r = report(
+            "idle",
+            &["pod", "hours", "runs", "flag"],
+            vec![
+                vec![Cell::Str("a".into()), Cell::Int(3), Cell::Int(0), Cell::Str("no".into())],
+                vec![Cell::Str("b".into()), Cell::Null, Cell::Int(0), Cell::Str(String::new())],
+            ],
+        );
         let t = r.for_terminal();
         assert_eq!(t.columns, ["pod", "hours"]);
         assert_eq!(t.rows[1], [Cell::Str("b".into()), Cell::Null]);
@@ -123,7 +130,8 @@ mod tests {
     #[test]
     fn the_chargeback_keeps_its_chosen_columns_and_a_cluster_that_varies() {
         let cols = ["namespace", "team", "gpu_hours", "gpu_cost", "total_cost", "cluster"];
-        let row = |ns: &str, cluster: &str| vec![Cell::Str(ns.into()), Cell::Str("t".into()), Cell::Int(2), Cell::Int(5), Cell::Int(5), Cell::Str(cluster.into())];
+        let row =
+            |ns: &str, cluster: &str| vec![Cell::Str(ns.into()), Cell::Str("t".into()), Cell::Int(2), Cell::Int(5), Cell::Int(5), Cell::Str(cluster.into())];
         let one = report("chargeback", &cols, vec![row("a", "default"), row("b", "default")]).for_terminal();
         assert_eq!(one.columns, ["namespace", "team", "gpu_hours", "total_cost"]);
         assert!(one.notes[0].starts_with("Not shown here: gpu_cost, cluster"), "{:?}", one.notes);

@@ -55,7 +55,11 @@ fn check_statement(statement: &Statement) -> Result<(), Refusal> {
     match statement {
         Statement::Set(set) => check_set(set)?,
         // Savepoints: psycopg and SQLAlchemy wrap statements in them (nothing to undo here).
-        Statement::StartTransaction { .. } | Statement::Commit { .. } | Statement::Rollback { .. } | Statement::Savepoint { .. } | Statement::ReleaseSavepoint { .. } => {}
+        Statement::StartTransaction { .. }
+        | Statement::Commit { .. }
+        | Statement::Rollback { .. }
+        | Statement::Savepoint { .. }
+        | Statement::ReleaseSavepoint { .. } => {}
         Statement::ShowVariable { .. } | Statement::ShowStatus { .. } | Statement::ShowCatalogs { .. } => {}
         Statement::Fetch { .. } | Statement::Close { .. } => {}
         Statement::Declare { stmts } => {

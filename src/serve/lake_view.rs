@@ -103,7 +103,15 @@ impl LakeViews {
         if snapshots {
             remove_stale_snapshots(&lake.root().join(SNAPSHOTS_DIR));
         }
-        LakeViews { lake, config, builder, current: Mutex::new(None), renew: tokio::sync::Mutex::new(()), snapshots: Mutex::new(snapshots), serial: AtomicU64::new(0) }
+        LakeViews {
+            lake,
+            config,
+            builder,
+            current: Mutex::new(None),
+            renew: tokio::sync::Mutex::new(()),
+            snapshots: Mutex::new(snapshots),
+            serial: AtomicU64::new(0),
+        }
     }
 
     /// The view for the lake as it is now (the current one if nothing changed).
@@ -179,7 +187,12 @@ impl LakeViews {
         for_clients(&ctx)?;
         let service = DfSessionService::new_with_hooks(Arc::new(ctx.clone()), super::savepoints::hooks());
         let parser = <DfSessionService as datafusion_postgres::pgwire::api::query::ExtendedQueryHandler>::query_parser(&service);
-        tracing::info!("serving the lake with {} files{} ({} ms)", fingerprint.0.len(), if snapshot.dir.is_some() { " (a snapshot)" } else { "" }, started.elapsed().as_millis());
+        tracing::info!(
+            "serving the lake with {} files{} ({} ms)",
+            fingerprint.0.len(),
+            if snapshot.dir.is_some() { " (a snapshot)" } else { "" },
+            started.elapsed().as_millis()
+        );
         Ok(View { fingerprint, ctx, lake, snapshot: Arc::new(snapshot), parser, scoped: Mutex::default() })
     }
 
@@ -219,15 +232,25 @@ fn for_clients(ctx: &SessionContext) -> Result<(), ViewError> {
 async fn scope_namespaces(ctx: &SessionContext, scope: &Scope) -> Result<Vec<String>, ViewError> {
     let list = |values: &std::collections::BTreeSet<String>| {
         let quoted: Vec<String> = values.iter().map(|v| format!("'{}'", v.replace('\'', "''"))).collect();
-        if quoted.is_empty() { "NULL".to_string() } else { quoted.join(", ") }
+        if quoted.is_empty() {
+            "NULL".to_string()
+        } else {
+            quoted.join(", ")
+        }
     };
-    let sql = format!("SELECT DISTINCT CAST(namespace AS VARCHAR) AS namespace FROM teams WHERE team IN ({}) OR cost_centre IN ({})", list(&scope.teams), list(&scope.cost_centres));
+    let sql = format!(
+        "SELECT DISTINCT CAST(namespace AS VARCHAR) AS namespace FROM teams WHERE team IN ({}) OR cost_centre IN ({})",
+        list(&scope.teams),
+        list(&scope.cost_centres)
+    );
     let err = |e: datafusion::error::DataFusionError| ViewError::Scope(e.to_string());
     let batches = ctx.sql(&sql).await.map_err(err)?.collect().await.map_err(err)?;
     let mut namespaces: std::collections::BTreeSet<String> = scope.namespaces.clone();
     for b in &batches {
-        let column = datafusion::arrow::compute::cast(b.column(0), &datafusion::arrow::datatypes::DataType::Utf8).map_err(|e| ViewError::Scope(e.to_string()))?;
-        let strings = column.as_any().downcast_ref::<datafusion::arrow::array::StringArray>().ok_or_else(|| ViewError::Scope("namespace is not text".into()))?;
+        let column =
+            datafusion::arrow::compute::cast(b.column(0), &datafusion::arrow::datatypes::DataType::Utf8).map_err(|e| ViewError::Scope(e.to_string()))?;
+        let strings =
+            column.as_any().downcast_ref::<datafusion::arrow::array::StringArray>().ok_or_else(|| ViewError::Scope("namespace is not text".into()))?;
         namespaces.extend(strings.iter().flatten().map(str::to_string));
     }
     Ok(namespaces.into_iter().collect())

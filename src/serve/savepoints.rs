@@ -33,11 +33,23 @@ impl QueryHook for SavepointHook {
         tag(statement).map(|t| Ok(Response::Execution(Tag::new(t))))
     }
 
-    async fn handle_extended_parse_query(&self, statement: &Statement, _: &SessionContext, _: &(dyn ClientInfo + Send + Sync)) -> Option<PgWireResult<LogicalPlan>> {
+    async fn handle_extended_parse_query(
+        &self,
+        statement: &Statement,
+        _: &SessionContext,
+        _: &(dyn ClientInfo + Send + Sync),
+    ) -> Option<PgWireResult<LogicalPlan>> {
         tag(statement).map(|_| Ok(LogicalPlan::EmptyRelation(EmptyRelation { produce_one_row: false, schema: Arc::new(DFSchema::empty()) })))
     }
 
-    async fn handle_extended_query(&self, statement: &Statement, _: &LogicalPlan, _: &ParamValues, _: &SessionContext, _: &mut dyn HookClient) -> Option<PgWireResult<Response>> {
+    async fn handle_extended_query(
+        &self,
+        statement: &Statement,
+        _: &LogicalPlan,
+        _: &ParamValues,
+        _: &SessionContext,
+        _: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
         tag(statement).map(|t| Ok(Response::Execution(Tag::new(t))))
     }
 }

@@ -295,12 +295,5 @@ impl Cluster {
 fn gpu_uuid(seed: u64, node: usize, gpu: usize) -> String {
     let h = super::rng::mix(seed.wrapping_mul(31) ^ ((node as u64) << 8) ^ gpu as u64);
     let g = super::rng::mix(h);
-    format!(
-        "GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        (h >> 32) as u32,
-        (h >> 16) as u16,
-        h as u16,
-        (g >> 48) as u16,
-        g & 0xFFFF_FFFF_FFFF
-    )
+    format!("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", (h >> 32) as u32, (h >> 16) as u16, h as u16, (g >> 48) as u16, g & 0xFFFF_FFFF_FFFF)
 }

@@ -10,8 +10,8 @@ use super::cluster::{Cluster, MAX_UNITS};
 use super::scheduler::Schedule;
 use super::signals::{SignalModel, UnitCursor};
 use super::workload::NamespaceSpec;
-use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
 use crate::lake::rows::with_cluster;
+use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::Progress;
 
@@ -193,7 +193,13 @@ impl LakeOutput<'_> {
     fn quotas(&self, s: i64, e: i64) -> RecordBatch {
         let mut rows = QuotasBuilder::new();
         for q in self.schedule.quotas.iter().filter(|q| q.ts >= s && q.ts < e) {
-            rows.push(&QuotaRow { ts: q.ts, namespace: self.namespaces[q.ns].name, resource: "requests.nvidia.com/gpu", hard: Some(q.hard as f64), used: Some(q.used as f64) });
+            rows.push(&QuotaRow {
+                ts: q.ts,
+                namespace: self.namespaces[q.ns].name,
+                resource: "requests.nvidia.com/gpu",
+                hard: Some(q.hard as f64),
+                used: Some(q.used as f64),
+            });
         }
         rows.finish()
     }
@@ -203,7 +209,8 @@ impl LakeOutput<'_> {
         use arrow::array::{ArrayRef, StringDictionaryBuilder, TimestampMillisecondBuilder};
         use arrow::datatypes::Int32Type;
         let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let (mut ns, mut team, mut cc) = (StringDictionaryBuilder::<Int32Type>::new(), StringDictionaryBuilder::<Int32Type>::new(), StringDictionaryBuilder::<Int32Type>::new());
+        let (mut ns, mut team, mut cc) =
+            (StringDictionaryBuilder::<Int32Type>::new(), StringDictionaryBuilder::<Int32Type>::new(), StringDictionaryBuilder::<Int32Type>::new());
         for spec in self.namespaces {
             let mut t = s;
             while t < e {
@@ -214,7 +221,8 @@ impl LakeOutput<'_> {
                 t += 3_600_000;
             }
         }
-        let columns: Vec<ArrayRef> = vec![std::sync::Arc::new(ts.finish()), std::sync::Arc::new(ns.finish()), std::sync::Arc::new(team.finish()), std::sync::Arc::new(cc.finish())];
+        let columns: Vec<ArrayRef> =
+            vec![std::sync::Arc::new(ts.finish()), std::sync::Arc::new(ns.finish()), std::sync::Arc::new(team.finish()), std::sync::Arc::new(cc.finish())];
         crate::lake::rows::table_batch(Table::NamespaceLabels, columns)
     }
 

@@ -56,14 +56,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     crate::domain::stats::nearest_rank(sorted, p).unwrap_or(0.0)
 }
 
-pub fn compute(
-    cluster: &Cluster,
-    namespaces: &[NamespaceSpec],
-    schedule: &Schedule,
-    model: &SignalModel,
-    window: (i64, i64),
-    seed: u64,
-) -> Ledger {
+pub fn compute(cluster: &Cluster, namespaces: &[NamespaceSpec], schedule: &Schedule, model: &SignalModel, window: (i64, i64), seed: u64) -> Ledger {
     let (ws, we) = window;
     let step = model.step_ms;
     let mut out: BTreeMap<String, NamespaceLedger> = BTreeMap::new();
@@ -176,11 +169,7 @@ pub fn compute(
     let cluster_seconds: f64 = cluster.gpus.iter().map(|g| g.life.existing_ms(ws, we) as f64 / 1000.0).sum();
     out.insert(
         UNALLOCATED.to_string(),
-        NamespaceLedger {
-            gpu_seconds: cluster_seconds - held_seconds,
-            energy_j: cluster_energy - held_energy,
-            ..NamespaceLedger::default()
-        },
+        NamespaceLedger { gpu_seconds: cluster_seconds - held_seconds, energy_j: cluster_energy - held_energy, ..NamespaceLedger::default() },
     );
 
     // Pods and waits: pods created in the window.

@@ -16,9 +16,9 @@ use std::io::{self, Write};
 
 use super::cluster::{HAMI_SLOTS_PCT, HAMI_SPLIT};
 use super::scheduler::SimPod;
-use crate::domain::dcgm_field::Field as Dcgm;
 use super::signals::{GpuStep, SignalModel, UnitCursor};
 use super::Simulation;
+use crate::domain::dcgm_field::Field as Dcgm;
 
 const DRIVER: &str = "550.54.15";
 const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
@@ -206,7 +206,8 @@ impl<W: Write> OmWriter<'_, W> {
             let at = ms + r as i64 * REPLICA_OFFSET_MS;
             if at < we {
                 self.samples += 1;
-                writeln!(self.copies, "{name}{{{labels},prometheus=\"monitoring/k8s\",prometheus_replica=\"prometheus-k8s-{r}\"}} {value} {}", ts_s(at)).expect("string write");
+                writeln!(self.copies, "{name}{{{labels},prometheus=\"monitoring/k8s\",prometheus_replica=\"prometheus-k8s-{r}\"}} {value} {}", ts_s(at))
+                    .expect("string write");
             }
         }
         Ok(())
@@ -321,7 +322,12 @@ impl<W: Write> OmWriter<'_, W> {
                     }
                     if renamed {
                         // The scrape target's own labels, as Prometheus adds them without honorLabels.
-                        write!(labels, ",container=\"nvidia-dcgm-exporter\",namespace=\"gpu-operator\",pod=\"nvidia-dcgm-exporter-{:05x}\"", unit.node * 7919 + 4099).expect("string write");
+                        write!(
+                            labels,
+                            ",container=\"nvidia-dcgm-exporter\",namespace=\"gpu-operator\",pod=\"nvidia-dcgm-exporter-{:05x}\"",
+                            unit.node * 7919 + 4099
+                        )
+                        .expect("string write");
                     }
                     if fam == Dcgm::Xid {
                         write!(labels, ",err_code=\"0\",err_msg=\"No Error\"").expect("string write");
@@ -394,7 +400,10 @@ impl<W: Write> OmWriter<'_, W> {
             let p = &sim.schedule.pods[pod];
             (format!("namespace=\"{}\",pod=\"{}\"", esc(sim.namespaces[p.ns].name), esc(&p.name)), &unit.uuid, &sim.cluster.nodes[unit.node].name)
         };
-        for (name, help) in [("hami_vgpu_core_allocated_ratio", "vGPU core allocated from a container"), ("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated from a container")] {
+        for (name, help) in [
+            ("hami_vgpu_core_allocated_ratio", "vGPU core allocated from a container"),
+            ("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated from a container"),
+        ] {
             self.family(name, help)?;
             for &u in &slots {
                 let unit = &sim.cluster.units[u];
@@ -428,7 +437,10 @@ impl<W: Write> OmWriter<'_, W> {
             let times = self.scrape_times(unit.node);
             for (pod, times) in runs(&times, u) {
                 let (who, uuid, _) = holder_labels(u, pod);
-                let labels = format!("container=\"{}\",device_uuid=\"{uuid}\",{who},vdevice_index=\"0\",instance=\"{}:9394\",job=\"hami-vgpu-monitor\"", sim.namespaces[sim.schedule.pods[pod].ns].container, sim.cluster.nodes[unit.node].name);
+                let labels = format!(
+                    "container=\"{}\",device_uuid=\"{uuid}\",{who},vdevice_index=\"0\",instance=\"{}:9394\",job=\"hami-vgpu-monitor\"",
+                    sim.namespaces[sim.schedule.pods[pod].ns].container, sim.cluster.nodes[unit.node].name
+                );
                 let mut last_kernel = None;
                 let samples = times
                     .into_iter()
@@ -597,9 +609,17 @@ impl<W: Write> OmWriter<'_, W> {
         let simple: Vec<(&str, &str, ValueFn)> = vec![
             ("kube_pod_info", "Information about pod.", Box::new(|_p, _ts| Some("1".into()))),
             ("kube_pod_created", "Unix creation timestamp", Box::new(|p, _ts| Some(go_g((p.created / 1000) as f64)))),
-            ("kube_pod_status_scheduled_time", "Unix timestamp when pod moved into scheduled status", Box::new(move |p, ts| at(p.scheduled, ts).map(|t| go_g((t / 1000) as f64)))),
+            (
+                "kube_pod_status_scheduled_time",
+                "Unix timestamp when pod moved into scheduled status",
+                Box::new(move |p, ts| at(p.scheduled, ts).map(|t| go_g((t / 1000) as f64))),
+            ),
             ("kube_pod_start_time", "Start time in unix timestamp for a pod.", Box::new(move |p, ts| at(p.started, ts).map(|t| go_g((t / 1000) as f64)))),
-            ("kube_pod_completion_time", "Completion time in unix timestamp for a pod.", Box::new(move |p, ts| at(p.finished, ts).map(|t| go_g((t / 1000) as f64)))),
+            (
+                "kube_pod_completion_time",
+                "Completion time in unix timestamp for a pod.",
+                Box::new(move |p, ts| at(p.finished, ts).map(|t| go_g((t / 1000) as f64))),
+            ),
         ];
         for (name, help, value) in &simple {
             self.family(name, help)?;
@@ -610,8 +630,16 @@ impl<W: Write> OmWriter<'_, W> {
                     // The node label is empty until the pod is bound: a new series then.
                     let job = p.name.rsplit_once('-').map_or(p.name.as_str(), |(j, _)| j);
                     let mut before = labels.clone();
-                    write!(before, ",node=\"\",created_by_kind=\"Job\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}", esc(job), p.priority.class_name()).expect("string write");
-                    write!(labels, ",node=\"{}\",created_by_kind=\"Job\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}", node_name(p), esc(job), p.priority.class_name()).expect("string write");
+                    write!(before, ",node=\"\",created_by_kind=\"Job\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}", esc(job), p.priority.class_name())
+                        .expect("string write");
+                    write!(
+                        labels,
+                        ",node=\"{}\",created_by_kind=\"Job\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}",
+                        node_name(p),
+                        esc(job),
+                        p.priority.class_name()
+                    )
+                    .expect("string write");
                     for ts in self.pod_steps(p).step_by(step as usize) {
                         let l = if at(p.scheduled, ts).is_some() { &labels } else { &before };
                         // series are contiguous: unbound samples come first in time
@@ -674,7 +702,8 @@ impl<W: Write> OmWriter<'_, W> {
         for &i in pods.iter().filter(|&&i| on_dra(&sim.schedule.pods[i])) {
             let p = &sim.schedule.pods[i];
             let template = format!("{}-x{}", p.resource.name().trim_start_matches("nvidia.com/").replace(['.', '/'], "-"), p.gpu_request);
-            let labels = format!("{},claim_name=\"gpu\",resourceclaim_name=\"{}\",resourceclaim_template_name=\"{template}\",{ksm}", id_labels(p), esc(&dra_claim(p)));
+            let labels =
+                format!("{},claim_name=\"gpu\",resourceclaim_name=\"{}\",resourceclaim_template_name=\"{template}\",{ksm}", id_labels(p), esc(&dra_claim(p)));
             for ts in self.pod_steps(p).step_by(step as usize) {
                 self.sample("kube_pod_resourceclaim_info", &labels, "1", ts)?;
             }
@@ -718,7 +747,8 @@ impl<W: Write> OmWriter<'_, W> {
         for (n, ns) in sim.namespaces.iter().enumerate() {
             for kind in ["hard", "used"] {
                 let labels = format!("namespace=\"{}\",resource=\"requests.nvidia.com/gpu\",resourcequota=\"gpu-quota\",type=\"{kind}\",{ksm}", esc(ns.name));
-                let samples: Vec<(i64, u32)> = sim.schedule.quotas.iter().filter(|q| q.ns == n).map(|q| (q.ts, if kind == "hard" { q.hard } else { q.used })).collect();
+                let samples: Vec<(i64, u32)> =
+                    sim.schedule.quotas.iter().filter(|q| q.ns == n).map(|q| (q.ts, if kind == "hard" { q.hard } else { q.used })).collect();
                 let (ws, we) = sim.params.window_ms();
                 for (ts, v) in samples.into_iter().filter(|(ts, _)| *ts >= ws && *ts < we) {
                     self.sample("kube_resourcequota", &labels, &go_g(v as f64), ts)?;

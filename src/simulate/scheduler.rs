@@ -240,8 +240,7 @@ pub fn run(cluster: &Cluster, namespaces: &[NamespaceSpec], p: &SchedulerParams)
             // The units must be there from now until the pod's planned end (a node the
             // autoscaler removes, a board taken out, takes no pod that would outlive it).
             let span = (t, t + MAX_START_DELAY_MS + pods[id].work_ms);
-            let mut placement =
-                if failed.known(ns, resource, req) { None } else { place(cluster, &namespaces[ns], &holder, resource, req, span) };
+            let mut placement = if failed.known(ns, resource, req) { None } else { place(cluster, &namespaces[ns], &holder, resource, req, span) };
             if placement.is_none() {
                 failed.add(ns, resource, req);
             }
@@ -409,8 +408,13 @@ fn unit_matches(cluster: &Cluster, u: usize, resource: Resource) -> bool {
 /// Best fit: the node of an acceptable model left with the fewest free units (the first such
 /// node), and its first `req` free units; only units there over all of `span`.
 fn place(cluster: &Cluster, ns: &NamespaceSpec, holder: &[Option<usize>], resource: Resource, req: u32, span: (i64, i64)) -> Option<(usize, Vec<usize>)> {
-    let free_units =
-        |node: usize| cluster.nodes[node].units.iter().copied().filter(move |&u| holder[u].is_none() && unit_matches(cluster, u, resource) && cluster.life_of(u).exists_over(span.0, span.1));
+    let free_units = |node: usize| {
+        cluster.nodes[node]
+            .units
+            .iter()
+            .copied()
+            .filter(move |&u| holder[u].is_none() && unit_matches(cluster, u, resource) && cluster.life_of(u).exists_over(span.0, span.1))
+    };
     let mut best: Option<(usize, usize)> = None;
     for node in 0..cluster.nodes.len() {
         if !node_fits(cluster, ns, node, resource) {
@@ -445,7 +449,12 @@ fn choose_victims(
         if !node_fits(cluster, ns, node, resource) {
             continue;
         }
-        let units: Vec<usize> = cluster.nodes[node].units.iter().copied().filter(|&u| unit_matches(cluster, u, resource) && cluster.life_of(u).exists_over(span.0, span.1)).collect();
+        let units: Vec<usize> = cluster.nodes[node]
+            .units
+            .iter()
+            .copied()
+            .filter(|&u| unit_matches(cluster, u, resource) && cluster.life_of(u).exists_over(span.0, span.1))
+            .collect();
         let mut free = units.iter().filter(|&&u| holder[u].is_none()).count();
         let mut candidates: Vec<usize> = units.iter().filter_map(|&u| holder[u]).filter(|&p| pods[p].priority < priority).collect();
         candidates.sort_by_key(|&p| (pods[p].priority, Reverse(pods[p].started), p));

@@ -47,14 +47,19 @@ fn the_in_process_cluster_finishes_every_chargeback() {
     let dir = tmp.path();
     common::run_ok(dir, &["simulate", "--out", "sim", "--gpus", "16", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "2"]);
     std::fs::write(dir.join("engine.toml"), "[engine]\nquery_timeout_secs = 60\n").unwrap();
-    let args = |engine: &'static str| ["--config", "engine.toml", "--lake", "sim/lake", "--engine", engine, "report", "chargeback-models", "--from", FROM, "--to", TO, "--format", "json"];
+    let args = |engine: &'static str| {
+        ["--config", "engine.toml", "--lake", "sim/lake", "--engine", engine, "report", "chargeback-models", "--from", FROM, "--to", TO, "--format", "json"]
+    };
     let local = common::run_ok(dir, &args("local")).stdout;
     for run in 1..=5 {
         let out = common::bin().current_dir(dir).env("RUST_LOG", "info").args(args("ballista://standalone")).output().unwrap();
         let log = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "run {run}: {}", log.lines().rev().take(30).collect::<Vec<_>>().join("\n"));
         assert!(log.contains("Received task"), "run {run}: Ballista's own log is in ours (RUST_LOG)");
-        assert!(!log.contains("Failed to update") && !log.contains("AdaptiveDatafusionExec"), "run {run}: the adaptive planner ran, or a task status was rejected");
+        assert!(
+            !log.contains("Failed to update") && !log.contains("AdaptiveDatafusionExec"),
+            "run {run}: the adaptive planner ran, or a task status was rejected"
+        );
         assert!(out.stdout == local, "run {run} differs from the local engine");
     }
 }
@@ -84,7 +89,11 @@ fn scratch_tables_of_a_killed_session_are_removed_by_the_next() {
         std::fs::create_dir_all(d.join("gpu_prices-0")).unwrap();
         std::fs::write(d.join("gpu_prices-0/part-0.parquet"), b"PAR1").unwrap();
     }
-    let out = common::bin().current_dir(dir).args(["--lake", "sim/lake", "--engine", "ballista://standalone", "report", "inventory", "--from", FROM, "--to", "2026-10-02"]).output().unwrap();
+    let out = common::bin()
+        .current_dir(dir)
+        .args(["--lake", "sim/lake", "--engine", "ballista://standalone", "report", "inventory", "--from", FROM, "--to", "2026-10-02"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!stale.exists(), "the stale scratch folder is removed");
     assert!(live.join("gpu_prices-0/part-0.parquet").exists(), "a recent one is left alone");

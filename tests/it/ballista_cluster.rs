@@ -92,7 +92,12 @@ impl Cluster {
             cluster.logs.push(log);
         };
         let port = cluster.port.to_string();
-        spawn(&mut cluster, &scheduler, "scheduler", ["--bind-host", "127.0.0.1", "--external-host", "127.0.0.1", "--bind-port", &port].map(String::from).to_vec());
+        spawn(
+            &mut cluster,
+            &scheduler,
+            "scheduler",
+            ["--bind-host", "127.0.0.1", "--external-host", "127.0.0.1", "--bind-port", &port].map(String::from).to_vec(),
+        );
         let mut health = Vec::new();
         for i in 0..executors {
             let work = dir.join(format!("executor-{i}"));
@@ -202,7 +207,13 @@ fn outputs(dir: &Path, lake: &[&str], engine: &str) -> Vec<(String, Vec<u8>)> {
 fn assert_same(what: &str, local: &[(String, Vec<u8>)], cluster: &[(String, Vec<u8>)], logs: impl Fn() -> String) {
     for ((kind, a), (_, b)) in local.iter().zip(cluster) {
         assert!(a.len() > 100, "{kind}: a real report ({} bytes)", a.len());
-        assert!(a == b, "{what}: {kind} differs on the Ballista cluster:\n{}\nvs local\n{}\n{}", String::from_utf8_lossy(b), String::from_utf8_lossy(a), logs());
+        assert!(
+            a == b,
+            "{what}: {kind} differs on the Ballista cluster:\n{}\nvs local\n{}\n{}",
+            String::from_utf8_lossy(b),
+            String::from_utf8_lossy(a),
+            logs()
+        );
     }
 }
 
@@ -287,5 +298,8 @@ fn a_job_no_executor_runs_fails_after_the_query_timeout() {
     assert!(!out.status.success(), "no executor, no report: {err}");
     assert!(took < Duration::from_secs(30), "gave up after {took:?}");
     assert!(err.contains(&format!("no result after 3 s on the Ballista scheduler at 127.0.0.1:{}", cluster.port)) && err.contains("executor"), "{err}");
-    assert!(!dir.join("sim/lake/_scratch").exists() || std::fs::read_dir(dir.join("sim/lake/_scratch")).unwrap().next().is_none(), "scratch removed on the way out");
+    assert!(
+        !dir.join("sim/lake/_scratch").exists() || std::fs::read_dir(dir.join("sim/lake/_scratch")).unwrap().next().is_none(),
+        "scratch removed on the way out"
+    );
 }

@@ -97,8 +97,28 @@ fn tables_lists_contract_columns() {
     let dir = tempfile::tempdir().unwrap();
     let text = common::stdout(&common::run_ok(dir.path(), &["tables"]));
     for (table, cols) in [
-        ("gpu_samples", &["ts", "node", "gpu_uuid", "gpu_model", "mig_profile", "namespace", "pod", "share", "util_pct", "mem_used_mib", "power_w", "energy_j", "temp_c"][..]),
-        ("pods", &["namespace", "pod", "uid", "node", "priority_class", "created", "scheduled", "started", "finished", "gpu_request", "cpu_request", "mem_request_bytes", "termination_reason"][..]),
+        (
+            "gpu_samples",
+            &["ts", "node", "gpu_uuid", "gpu_model", "mig_profile", "namespace", "pod", "share", "util_pct", "mem_used_mib", "power_w", "energy_j", "temp_c"][..],
+        ),
+        (
+            "pods",
+            &[
+                "namespace",
+                "pod",
+                "uid",
+                "node",
+                "priority_class",
+                "created",
+                "scheduled",
+                "started",
+                "finished",
+                "gpu_request",
+                "cpu_request",
+                "mem_request_bytes",
+                "termination_reason",
+            ][..],
+        ),
         ("pending_samples", &["ts", "namespace", "pod", "priority_class", "gpu_request"][..]),
         ("quotas", &["ts", "namespace", "resource", "hard", "used"][..]),
     ] {
@@ -166,7 +186,10 @@ fn peak_kib(dir: &std::path::Path, args: &[&str]) -> (std::process::Output, u64)
     let d = std::sync::Arc::clone(&done);
     let watcher = std::thread::spawn(move || {
         while !d.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Some(kib) = std::fs::read_to_string(&status).ok().and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())) {
+            if let Some(kib) = std::fs::read_to_string(&status)
+                .ok()
+                .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()))
+            {
                 p.fetch_max(kib, std::sync::atomic::Ordering::Relaxed);
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -189,11 +212,28 @@ fn queries_are_bounded_in_rows_bytes_memory_and_spill() {
     std::fs::write(dir.path().join("small.toml"), "[lake]\npath = \"lake\"\n[engine]\nmemory_limit = \"64M\"\nspill_limit = \"32M\"\n").unwrap();
     let mib = 256u64;
     for (args, names, limit_mib) in [
-        (&["--memory-limit", "256M", "query", "SELECT * FROM generate_series(1, 100000000)", "--format", "csv", "-o", "out.csv"][..], "engine.max_result_rows = 10000000", mib),
-        (&["--memory-limit", "256M", "query", "SELECT repeat('x', 1000) AS s FROM generate_series(1, 1000000)", "--format", "json", "-o", "out.json"], "engine.max_result_bytes = 256 MiB", mib),
+        (
+            &["--memory-limit", "256M", "query", "SELECT * FROM generate_series(1, 100000000)", "--format", "csv", "-o", "out.csv"][..],
+            "engine.max_result_rows = 10000000",
+            mib,
+        ),
+        (
+            &["--memory-limit", "256M", "query", "SELECT repeat('x', 1000) AS s FROM generate_series(1, 1000000)", "--format", "json", "-o", "out.json"],
+            "engine.max_result_bytes = 256 MiB",
+            mib,
+        ),
         (&["--memory-limit", "256M", "query", "SELECT length(repeat('x', 1000000000)) AS n"], "over the limit of 64 MiB", mib),
         (
-            &["--config", "small.toml", "query", "SELECT a.value * 100000 + b.value AS v, b.value AS w FROM generate_series(1, 5000) a, generate_series(1, 5000) b ORDER BY v DESC", "--format", "csv", "-o", "out.csv"],
+            &[
+                "--config",
+                "small.toml",
+                "query",
+                "SELECT a.value * 100000 + b.value AS v, b.value AS w FROM generate_series(1, 5000) a, generate_series(1, 5000) b ORDER BY v DESC",
+                "--format",
+                "csv",
+                "-o",
+                "out.csv",
+            ],
             "engine.spill_limit (32 MiB)",
             64,
         ),

@@ -46,7 +46,8 @@ fn serve(mut answer: impl FnMut(&str) -> Reply + Send + 'static) -> String {
             let len = declared.unwrap_or(body.len());
             // A 429 comes, as from a rate-limiting proxy, with how long to wait.
             let after = if status == 429 { "Retry-After: 1\r\n" } else { "" };
-            let _ = write!(conn, "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n{after}Connection: close\r\n\r\n{body}");
+            let _ =
+                write!(conn, "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n{after}Connection: close\r\n\r\n{body}");
             let _ = conn.flush();
         }
     });
@@ -216,10 +217,9 @@ fn second_collector_on_one_lake_is_refused() {
 fn secrets_echoed_by_a_server_never_reach_any_output() {
     // "bob:pw-in-url-42" in base64, as the basic-auth header carries it.
     let basic = "Ym9iOnB3LWluLXVybC00Mg==";
-    for (with_password, auth, planted) in [
-        (false, "bearer_token_env = \"GPULEDGER_TEST_TOKEN\"\n", ["tok-secret-123", "tenant-7"]),
-        (true, "", ["pw-in-url-42", "tenant-7"]),
-    ] {
+    for (with_password, auth, planted) in
+        [(false, "bearer_token_env = \"GPULEDGER_TEST_TOKEN\"\n", ["tok-secret-123", "tenant-7"]), (true, "", ["pw-in-url-42", "tenant-7"])]
+    {
         let (url, seen) = stub_echo();
         let url = if with_password { url.replacen("http://", "http://bob:pw-in-url-42@", 1) } else { url };
         let heads = echoed_secrets_stay_hidden(&url, auth, &[&planted[..], &[basic]].concat(), seen);
@@ -264,7 +264,8 @@ fn stub_echo() -> (String, Arc<Mutex<Vec<String>>>) {
     let url = serve(move |head| {
         log.lock().unwrap().push(head.to_string());
         let status = if head.starts_with("GET /api/v1/status/") { 503 } else { 400 };
-        let body = serde_json::json!({"status": "error", "errorType": "bad_data", "error": format!("rejected request: {}", head.replace("\r\n", " | "))}).to_string();
+        let body =
+            serde_json::json!({"status": "error", "errorType": "bad_data", "error": format!("rejected request: {}", head.replace("\r\n", " | "))}).to_string();
         (status, body, None)
     });
     (url, seen)

@@ -135,19 +135,24 @@ fn ledger_of(dir: &Path) -> Value {
 
 /// The chargeback of the test day with config `cfg`, as JSON.
 fn chargeback_json(dir: &Path, cfg: &str) -> Value {
-    serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap()
+    serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"])))
+        .unwrap()
 }
 
 /// Each namespace's allocated-but-idle GPU-hours in the test day's idle report with config `cfg`.
 fn idle_gpu_hours(dir: &Path, cfg: &str) -> BTreeMap<String, f64> {
-    let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "idle", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let idle: Value =
+        serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "idle", "--from", FROM, "--to", TO, "--format", "json"])))
+            .unwrap();
     let by_ns = idle.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
     by_ns["rows"].as_array().unwrap().iter().map(|r| (r["namespace"].as_str().unwrap().to_string(), r["idle_gpu_hours"].number().unwrap())).collect()
 }
 
 /// The idle report's band per namespace: (idle_gpu_hours_low, idle_gpu_hours_high).
 fn idle_band(dir: &Path, cfg: &str) -> BTreeMap<String, (f64, f64)> {
-    let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "idle", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let idle: Value =
+        serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "idle", "--from", FROM, "--to", TO, "--format", "json"])))
+            .unwrap();
     let by_ns = idle.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
     by_ns["rows"]
         .as_array()
@@ -176,7 +181,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// GPU-hours and energy (the `__unallocated__` row's too) are within 0.5% of the ledger's.
 fn agrees_with_ledger(report: &Value, ledger: &Value) {
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(report["conservation"]["cluster_gpu_us"].number().unwrap(), ledger["cluster_gpu_seconds"].number().unwrap() * 1e6, "every GPU-step collected once");
+    assert_eq!(
+        report["conservation"]["cluster_gpu_us"].number().unwrap(),
+        ledger["cluster_gpu_seconds"].number().unwrap() * 1e6,
+        "every GPU-step collected once"
+    );
     let energy: f64 = rows.iter().map(|r| r["energy_kwh"].number().unwrap()).sum();
     let want = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
     eprintln!("pool energy: {energy:.4} kWh vs ledger {want:.4}");
@@ -235,20 +244,40 @@ fn real_utilisation_scraped_every_15_s() {
     let dir = tmp.path();
     let (out, prom, ledger) = simulate_and_serve(
         dir,
-        &["--gpus", "32", "--step", "60", "--seed", "11", "--util-trace", trace.to_str().unwrap(), "--scrape-interval", "15", "--scrape-jitter", "2", "--missed-scrapes", "2"],
+        &[
+            "--gpus",
+            "32",
+            "--step",
+            "60",
+            "--seed",
+            "11",
+            "--util-trace",
+            trace.to_str().unwrap(),
+            "--scrape-interval",
+            "15",
+            "--scrape-jitter",
+            "2",
+            "--missed-scrapes",
+            "2",
+        ],
     );
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("143 series"), "the trace's 143 containers drive the utilisation: {log}");
     write_config_step(dir, "u.toml", &prom.url(), "lake", 60, "");
     common::run_ok(dir, &["--config", "u.toml", "collect", "--from", FROM, "--to", TO]);
     let window = ["--from", FROM, "--to", TO, "--format", "json"];
-    let report: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "chargeback"][..], &window].concat()))).unwrap();
+    let report: Value =
+        serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "chargeback"][..], &window].concat()))).unwrap();
     agrees_with_ledger(&report, &ledger);
     // Four scrapes a step: steps a pod leaves or arrives in are split into parts, one row each,
     // and still count once: every GPU measured at every step, no more.
-    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "completeness"][..], &window].concat()))).unwrap();
+    let c: Value =
+        serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "u.toml", "report", "completeness"][..], &window].concat()))).unwrap();
     let (expected, present) = (c["dcgm"]["expected"].as_i64().unwrap(), c["dcgm"]["present"].as_i64().unwrap());
-    let q = common::stdout(&common::run_ok(dir, &["--config", "u.toml", "query", "SELECT count(*) AS n FROM gpu_samples WHERE namespace IS NULL OR namespace <> '__unmeasured__'", "--format", "csv"]));
+    let q = common::stdout(&common::run_ok(
+        dir,
+        &["--config", "u.toml", "query", "SELECT count(*) AS n FROM gpu_samples WHERE namespace IS NULL OR namespace <> '__unmeasured__'", "--format", "csv"],
+    ));
     let rows: i64 = common::parse_csv(&q).1[0][0].parse().unwrap();
     assert!(rows > expected, "the day has split steps (more rows, {rows}, than unit-steps, {expected})");
     assert_eq!(expected % 1440, 0, "every unit x 1,440 steps: {expected}");
@@ -294,7 +323,10 @@ fn real_utilisation_scraped_every_57_s_on_a_60_s_step() {
     let Some(trace) = common::traces_dir("alibaba-genai-v2026-gpu-util") else { return };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (_, prom, ledger) = simulate_and_serve(dir, &["--gpus", "32", "--step", "60", "--seed", "13", "--util-trace", trace.to_str().unwrap(), "--scrape-interval", "57", "--scrape-jitter", "3"]);
+    let (_, prom, ledger) = simulate_and_serve(
+        dir,
+        &["--gpus", "32", "--step", "60", "--seed", "13", "--util-trace", trace.to_str().unwrap(), "--scrape-interval", "57", "--scrape-jitter", "3"],
+    );
     write_config_step(dir, "u.toml", &prom.url(), "lake", 60, "");
     common::run_ok(dir, &["--config", "u.toml", "collect", "--from", FROM, "--to", TO]);
     agrees_with_ledger(&chargeback_json(dir, "u.toml"), &ledger);
@@ -338,7 +370,20 @@ fn replicas_relabelling_and_exporter_outages() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let shape = ["--scrape-interval", "57", "--scrape-jitter", "3", "--prometheus-replicas", "2", "--honor-labels-flip", "2", "--exporter-outages", "3", "--outage-minutes", "20"];
+    let shape = [
+        "--scrape-interval",
+        "57",
+        "--scrape-jitter",
+        "3",
+        "--prometheus-replicas",
+        "2",
+        "--honor-labels-flip",
+        "2",
+        "--exporter-outages",
+        "3",
+        "--outage-minutes",
+        "20",
+    ];
     let (prom, ledger) = simulated_day(dir, "23", &shape);
     let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
     assert!(om.contains("prometheus_replica=\"prometheus-k8s-1\"") && om.contains("exported_pod=\""), "the shapes are in the history");
@@ -361,7 +406,11 @@ fn replicas_relabelling_and_exporter_outages() {
     assert!(mark.starts_with("dcgm 98.") && !mark.contains("kube"), "{mark}");
     let rows = report["rows"].as_array().unwrap();
     // The pool, exactly: measured rows plus __unmeasured__.
-    assert_eq!(report["conservation"]["cluster_gpu_us"].number().unwrap(), ledger["cluster_gpu_seconds"].number().unwrap() * 1e6, "every GPU-step of the pool once");
+    assert_eq!(
+        report["conservation"]["cluster_gpu_us"].number().unwrap(),
+        ledger["cluster_gpu_seconds"].number().unwrap() * 1e6,
+        "every GPU-step of the pool once"
+    );
     let energy: f64 = rows.iter().map(|r| r["energy_kwh"].number().unwrap()).sum();
     let want = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
     assert!((energy - want).abs() <= want * 0.005, "pool energy {energy} kWh vs ledger {want}: the counters span the outages");
@@ -371,7 +420,8 @@ fn replicas_relabelling_and_exporter_outages() {
     let unmeasured = row("__unmeasured__").expect("an __unmeasured__ row")["gpu_hours"].number().unwrap();
     let (mut lo, mut hi) = (0.0, 0.0);
     for o in outages {
-        let held: f64 = o["namespaces_gpu_seconds"].as_object().unwrap().iter().filter(|(ns, _)| *ns != "__unallocated__").map(|(_, v)| v.number().unwrap()).sum();
+        let held: f64 =
+            o["namespaces_gpu_seconds"].as_object().unwrap().iter().filter(|(ns, _)| *ns != "__unallocated__").map(|(_, v)| v.number().unwrap()).sum();
         let free_gpus = (o["pool_gpu_seconds"].number().unwrap() - held) / 1200.0;
         lo += free_gpus * (1200.0 - 300.0 - 60.0) / 3600.0;
         hi += free_gpus * (1200.0 - 300.0 + 2.0 * 60.0) / 3600.0;
@@ -387,7 +437,10 @@ fn replicas_relabelling_and_exporter_outages() {
         eprintln!("{ns:>16} gpu_hours: {got:.4} vs ledger {want:.4} (held {hidden:.4} inside outages, {filled:.4} request-based)");
         if ns == "__unallocated__" {
             // Idle GPUs inside an outage are unmeasured, not unallocated: nothing says no pod held them.
-            assert!(got <= want * 1.005 + 1e-3 && got + hidden >= want * 0.995 - 1e-3, "{ns}: {got} GPU-h collected + {hidden} inside outages vs the ledger's {want}");
+            assert!(
+                got <= want * 1.005 + 1e-3 && got + hidden >= want * 0.995 - 1e-3,
+                "{ns}: {got} GPU-h collected + {hidden} inside outages vs the ledger's {want}"
+            );
         } else {
             assert!((got - want).abs() <= want * 0.005 + 1e-3, "{ns}: {got} GPU-h collected vs the ledger's {want}");
         }
@@ -410,7 +463,14 @@ fn replicas_relabelling_and_exporter_outages() {
     let (expected, present) = (c["dcgm"]["expected"].as_i64().unwrap(), c["dcgm"]["present"].as_i64().unwrap());
     let q = common::stdout(&common::run_ok(
         dir,
-        &["--config", "r.toml", "query", "SELECT count(*) AS n, sum(share * step_s) / 3600 AS h FROM gpu_samples WHERE namespace = '__unmeasured__'", "--format", "csv"],
+        &[
+            "--config",
+            "r.toml",
+            "query",
+            "SELECT count(*) AS n, sum(share * step_s) / 3600 AS h FROM gpu_samples WHERE namespace = '__unmeasured__'",
+            "--format",
+            "csv",
+        ],
     ));
     let (_, q) = common::parse_csv(&q);
     let (rows_unmeasured, hours): (i64, f64) = (q[0][0].parse().unwrap(), q[0][1].parse().unwrap());
@@ -447,7 +507,10 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
     assert!(om.contains("resource=\"nvidia_com_gpucores\"") && om.contains("resource=\"nvidia_com_gpumem\""), "HAMi's requests are in the history");
     assert!(om.contains("kube_node_status_capacity{node=\"gpu-node-hami-01\",resource=\"nvidia_com_gpu\",unit=\"integer\",instance=\"10.0.0.5:8080\",job=\"kube-state-metrics\"} 40 "), "40 vGPUs advertised");
-    assert!(om.contains("hami_vgpu_core_allocated_ratio{container_index=\"0\",device_uuid=\"GPU-") && om.contains("hami_container_device_utilization_ratio{"), "HAMi's own series");
+    assert!(
+        om.contains("hami_vgpu_core_allocated_ratio{container_index=\"0\",device_uuid=\"GPU-") && om.contains("hami_container_device_utilization_ratio{"),
+        "HAMi's own series"
+    );
     let pool_h = ledger["cluster_gpu_seconds"].number().unwrap() / 3600.0;
     let pool_kwh = ledger["cluster_energy_j"].number().unwrap() / 3.6e6;
 
@@ -472,7 +535,11 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     assert!(steps[0][2].parse::<i64>().unwrap() > 2 * 2880, "held most of the day: {steps:?}");
     let report = chargeback_json(dir, "h.toml");
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(report["conservation"]["cluster_gpu_us"].number().unwrap(), ledger["cluster_gpu_seconds"].number().unwrap() * 1e6, "the pool: the physical GPUs x the day");
+    assert_eq!(
+        report["conservation"]["cluster_gpu_us"].number().unwrap(),
+        ledger["cluster_gpu_seconds"].number().unwrap() * 1e6,
+        "the pool: the physical GPUs x the day"
+    );
     let row = |rows: &[Value], ns: &str| rows.iter().find(|r| r["namespace"] == ns).cloned();
     for r in rows {
         assert_eq!(r["request_based"], "no", "measured, not request-based: {r}");
@@ -507,12 +574,20 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     assert_eq!(got.len(), want.len(), "no pod pending in the lake that the simulator placed at once (a pod pulling its image waits for no GPU): {got:?}");
     let demand = "SELECT CAST(namespace AS VARCHAR), sum(step_s * gpu_request * COALESCE(gpu_share_pct, 100) / 100.0), sum(step_s * gpu_request) FROM pending_samples GROUP BY 1 ORDER BY 1";
     let oracle = query("truth.toml", demand);
-    let sections: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "queue", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let sections: Value =
+        serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "queue", "--from", FROM, "--to", TO, "--format", "json"])))
+            .unwrap();
     let hourly = sections.as_array().unwrap().iter().find(|s| s["report"] == "queue_hourly").expect("queue_hourly");
     let mut weighted_apart = 0;
     for o in &oracle {
         let (want, whole) = (o[1].parse::<f64>().unwrap(), o[2].parse::<f64>().unwrap());
-        let got: f64 = hourly["rows"].as_array().unwrap().iter().filter(|r| r["namespace"] == o[0].as_str()).map(|r| r["avg_pending_gpus"].number().unwrap() * 3600.0).sum();
+        let got: f64 = hourly["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["namespace"] == o[0].as_str())
+            .map(|r| r["avg_pending_gpus"].number().unwrap() * 3600.0)
+            .sum();
         eprintln!("{:>16} pending GPU-s: {got:.0} vs {want:.0} (as whole GPUs {whole:.0})", o[0]);
         // Each hour's average is rounded to 0.01 GPU (36 GPU-s).
         assert!((got - want).abs() <= want * 0.05 + 36.0 * 24.0, "{} pending demand {got} GPU-s vs {want}", o[0]);
@@ -541,26 +616,51 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     for ns in ["team-inference", "team-research", "team-batch"] {
         let want = ledger["namespaces"][ns]["idle_gpu_hours"].number().unwrap();
         let got = |m: &BTreeMap<String, f64>| m.get(ns).copied().unwrap_or(0.0);
-        eprintln!("{ns:>16} idle GPU-h: ledger {want:.3}, with utilisation {:.3}, by last kernel {:.3}, neither {:.3}", got(&with_util), got(&by_kernel), got(&neither));
-        assert!((got(&with_util) - want).abs() <= want * 0.01 + 0.01, "{ns}: idle with the vGPU monitor's utilisation {} vs the ledger's {want}", got(&with_util));
+        eprintln!(
+            "{ns:>16} idle GPU-h: ledger {want:.3}, with utilisation {:.3}, by last kernel {:.3}, neither {:.3}",
+            got(&with_util),
+            got(&by_kernel),
+            got(&neither)
+        );
+        assert!(
+            (got(&with_util) - want).abs() <= want * 0.01 + 0.01,
+            "{ns}: idle with the vGPU monitor's utilisation {} vs the ledger's {want}",
+            got(&with_util)
+        );
         assert!(got(&by_kernel) <= want * 1.005 + 0.01, "{ns}: idle by the last kernel {} is more than the ledger's {want}", got(&by_kernel));
     }
     // On the HAMi node's pods alone: the last kernel finds held-but-idle vGPU time that
     // neither finds, and no more than the vGPU monitor's utilisation says. (A lower bound:
     // on this day 1.22 of the 3.80 GPU-h, 1.14 without it; a notebook that launches a small
     // kernel every few minutes breaks its runs.)
-    let hami_pods: Vec<String> = query("h.toml", "SELECT DISTINCT CAST(pod AS VARCHAR) FROM pods WHERE node = 'gpu-node-hami-01'").into_iter().map(|r| r[0].clone()).collect();
+    let hami_pods: Vec<String> =
+        query("h.toml", "SELECT DISTINCT CAST(pod AS VARCHAR) FROM pods WHERE node = 'gpu-node-hami-01'").into_iter().map(|r| r[0].clone()).collect();
     let on_hami = |cfg: &str| -> f64 {
-        let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "idle", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+        let idle: Value =
+            serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "idle", "--from", FROM, "--to", TO, "--format", "json"])))
+                .unwrap();
         let pods = idle.as_array().unwrap().iter().find(|t| t["report"] == "idle").expect("the idle report's pod table");
-        pods["rows"].as_array().unwrap().iter().filter(|r| hami_pods.iter().any(|p| r["pod"] == p.as_str())).map(|r| r["idle_gpu_hours"].number().unwrap()).sum()
+        pods["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| hami_pods.iter().any(|p| r["pod"] == p.as_str()))
+            .map(|r| r["idle_gpu_hours"].number().unwrap())
+            .sum()
     };
     let (with_util, by_kernel, neither) = (on_hami("h.toml"), on_hami("k.toml"), on_hami("n.toml"));
     eprintln!("HAMi node's pods idle GPU-h: with utilisation {with_util:.3}, by last kernel {by_kernel:.3}, neither {neither:.3}");
     assert!(with_util > 1.0, "the HAMi tenants idle: {with_util} GPU-h");
-    assert!(by_kernel >= neither + 0.05 && by_kernel <= with_util * 1.005 + 0.01, "idle by the last kernel {by_kernel} vs {neither} without it, {with_util} by utilisation");
+    assert!(
+        by_kernel >= neither + 0.05 && by_kernel <= with_util * 1.005 + 0.01,
+        "idle by the last kernel {by_kernel} vs {neither} without it, {with_util} by utilisation"
+    );
     // Completeness counts the HAMi node's 4 GPUs, not its 40 vGPUs.
-    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+        dir,
+        &["--config", "h.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"],
+    )))
+    .unwrap();
     assert_eq!(c["dcgm"]["expected"].as_i64().unwrap(), ledger["pool_unit_steps"].as_i64().unwrap(), "expected: the unit-steps the pool held");
     assert_eq!(c["dcgm"]["present"].as_i64().unwrap(), c["dcgm"]["expected"].as_i64().unwrap(), "{c}");
     let inv = common::stdout(&common::run_ok(dir, &["--config", "h.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "json"]));
@@ -606,7 +706,10 @@ fn a_hami_node_never_makes_a_nonsense_bill() {
     assert_ne!(unscaled, shipped);
     std::fs::create_dir_all(dir.join("unscaled")).unwrap();
     std::fs::write(dir.join("unscaled/chargeback_fallback.sql"), unscaled).unwrap();
-    for args in [&["report", "chargeback", "--from", FROM, "--to", TO, "-o", "cb.json", "--format", "json"][..], &["run", "--no-collect", "--month", "2026-10", "--reports-dir", "reports"][..]] {
+    for args in [
+        &["report", "chargeback", "--from", FROM, "--to", TO, "-o", "cb.json", "--format", "json"][..],
+        &["run", "--no-collect", "--month", "2026-10", "--reports-dir", "reports"][..],
+    ] {
         let out = common::bin().current_dir(dir).args([&["--config", "f.toml", "--queries", "unscaled"][..], args].concat()).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
@@ -734,14 +837,23 @@ fn hami_and_dra_beside_a_pool_that_changes() {
     dra_nodes.dedup();
     assert!(dra_nodes.contains(&"gpu-node-01") && dra_nodes.len() == 2, "both DRA nodes' devices are claimed, the MIG node's too: {dra_nodes:?}");
     let nodes = dra_nodes.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ");
-    let pods_sql = format!("SELECT CAST(node AS VARCHAR), CAST(pod AS VARCHAR), CAST(gpu_resource AS VARCHAR), gpu_request FROM pods WHERE node IN ({nodes}) ORDER BY 1, 2");
+    let pods_sql = format!(
+        "SELECT CAST(node AS VARCHAR), CAST(pod AS VARCHAR), CAST(gpu_resource AS VARCHAR), gpu_request FROM pods WHERE node IN ({nodes}) ORDER BY 1, 2"
+    );
     let (got, want) = (query("c.toml", &pods_sql), query("truth.toml", &pods_sql));
     assert!(want.len() >= 5, "pods on the DRA nodes: {want:?}");
     assert_eq!(got, want, "the DRA pods' devices as their requests");
-    assert!(want.iter().any(|r| r[2].starts_with("nvidia.com/mig-")) && want.iter().any(|r| r[2] == "nvidia.com/gpu"), "MIG devices and whole GPUs by claim: {want:?}");
+    assert!(
+        want.iter().any(|r| r[2].starts_with("nvidia.com/mig-")) && want.iter().any(|r| r[2] == "nvidia.com/gpu"),
+        "MIG devices and whole GPUs by claim: {want:?}"
+    );
 
     // Completeness: the units that existed, each measured at every step.
-    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", "c.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let c: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+        dir,
+        &["--config", "c.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"],
+    )))
+    .unwrap();
     let (expected, present) = (c["dcgm"]["expected"].as_i64().unwrap(), c["dcgm"]["present"].as_i64().unwrap());
     eprintln!("completeness: {present} of {expected}");
     assert_eq!(expected, ledger["pool_unit_steps"].as_i64().unwrap(), "expected: the unit-steps the pool held");
@@ -782,8 +894,11 @@ fn a_pool_that_changes_under_the_collector() {
     assert_eq!(boards.len(), 2, "{boards:?}");
     assert!(boards[0][2].contains("11:59:30") && boards[1][1].contains("12:30:00"), "{boards:?}");
     assert_eq!(boards[0][3].parse::<i64>().unwrap() + boards[1][3].parse::<i64>().unwrap(), 2880 - 60, "the day less the 30 minutes out");
-    let inv: Value =
-        serde_json::from_str(&common::stdout(&common::run_incomplete(dir, &["--config", "c.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "json"]))).unwrap();
+    let inv: Value = serde_json::from_str(&common::stdout(&common::run_incomplete(
+        dir,
+        &["--config", "c.toml", "report", "inventory", "--from", FROM, "--to", TO, "--format", "json"],
+    )))
+    .unwrap();
     let node1 = inv["rows"].as_array().unwrap().iter().find(|r| r["node"] == "gpu-node-01").unwrap();
     assert_eq!(node1["gpus"].number().unwrap(), 8.0, "a replaced board is one GPU of the node: {node1}");
     let notes = inv["notes"].to_string();
@@ -806,7 +921,11 @@ fn a_pool_that_changes_under_the_collector() {
     // ledger's energy; the note says so.
     let k = &report["conservation"]["energy_counters"];
     let (all, counted, delta) = (k["rows_energy_mj"].number().unwrap(), k["counted_rows_energy_mj"].number().unwrap(), k["counter_delta_mj"].number().unwrap());
-    eprintln!("counters: rows {all} mJ, on counted steps {counted} vs counters {delta} ({:+.4}%), uncounted {:.4}%", (counted - delta) * 100.0 / delta, (all - counted) * 100.0 / all);
+    eprintln!(
+        "counters: rows {all} mJ, on counted steps {counted} vs counters {delta} ({:+.4}%), uncounted {:.4}%",
+        (counted - delta) * 100.0 / delta,
+        (all - counted) * 100.0 / all
+    );
     assert_eq!((k["conserved"].as_bool(), k["days"].as_i64(), k["days_recorded"].as_i64()), (Some(true), Some(1), Some(1)), "{k}");
     assert!((counted - delta).abs() <= delta * 0.001, "{k}");
     assert!(all - counted <= all * 0.01, "the counters cover all but the window's edges and the board's swap: {k}");
@@ -840,9 +959,15 @@ fn a_pool_that_changes_under_the_collector() {
     let pct = present as f64 * 100.0 / expected as f64;
     eprintln!("completeness: {present} of {expected} ({pct:.2}%)");
     assert!((97.0..99.0).contains(&pct), "the 2 h outage on one node is the gap: {pct}%");
-    let outage_node = ledger["exporter_outages"].as_array().unwrap().iter().find(|o| o["pool_gpu_seconds"].number().unwrap() > 3600.0).unwrap()["node"].as_str().unwrap().to_string();
+    let outage_node = ledger["exporter_outages"].as_array().unwrap().iter().find(|o| o["pool_gpu_seconds"].number().unwrap() > 3600.0).unwrap()["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mark = report["data_incomplete"].as_str().expect("marked incomplete");
-    assert!(mark.starts_with("dcgm 9") && mark.contains("without samples: ") && mark.contains(&outage_node) && mark.contains("GPU-steps that existed"), "{mark}");
+    assert!(
+        mark.starts_with("dcgm 9") && mark.contains("without samples: ") && mark.contains(&outage_node) && mark.contains("GPU-steps that existed"),
+        "{mark}"
+    );
 }
 
 /// A MIG GPU whose exporter puts power, energy and temperature on the parent GPU's own series
@@ -861,7 +986,10 @@ fn energy_that_reads_inf_is_never_billed_as_zero() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    common::run_ok(dir, &["simulate", "--out", "sim", "--days", "1", "--start", "2026-10-05", "--openmetrics", "history.om", "--gpus", "16", "--step", "30", "--seed", "9"]);
+    common::run_ok(
+        dir,
+        &["simulate", "--out", "sim", "--days", "1", "--start", "2026-10-05", "--openmetrics", "history.om", "--gpus", "16", "--step", "30", "--seed", "9"],
+    );
     let day = chrono::DateTime::parse_from_rfc3339(FROM).unwrap().timestamp();
     let (spanned, unknown) = ((day + 10 * 3600, day + 10 * 3600 + 1800), (day + 22 * 3600, day + 24 * 3600));
     let om = std::fs::read_to_string(dir.join("history.om")).unwrap();
@@ -900,14 +1028,25 @@ fn energy_that_reads_inf_is_never_billed_as_zero() {
 
     // The oracle: the measured GPU-steps of the last two hours, counted from the samples.
     let ts = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap().format("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let count = |sql: String| -> i64 { common::parse_csv(&common::stdout(&common::run_ok(dir, &["--config", "cloud.toml", "query", &sql, "--format", "csv"]))).1[0][0].parse().unwrap() };
+    let count = |sql: String| -> i64 {
+        common::parse_csv(&common::stdout(&common::run_ok(dir, &["--config", "cloud.toml", "query", &sql, "--format", "csv"]))).1[0][0].parse().unwrap()
+    };
     let within = |w: (i64, i64)| format!("ts >= TIMESTAMP '{}' AND ts < TIMESTAMP '{}'", ts(w.0), ts(w.1));
     let broken_steps = count(format!("SELECT count(*) FROM (SELECT DISTINCT gpu_uuid, gpu_instance_id, ts FROM gpu_samples WHERE (namespace IS NULL OR namespace <> '__unmeasured__') AND {})", within(unknown)));
     assert!(broken_steps > 0);
-    assert_eq!(count(format!("SELECT count(power_w) FROM gpu_samples WHERE ({}) OR ({})", within(spanned), within(unknown))), 0, "no NaN or -40 W stored as a power");
+    assert_eq!(
+        count(format!("SELECT count(power_w) FROM gpu_samples WHERE ({}) OR ({})", within(spanned), within(unknown))),
+        0,
+        "no NaN or -40 W stored as a power"
+    );
     assert_eq!(count("SELECT count(*) FROM gpu_samples WHERE energy_j < 0 OR isnan(energy_j) OR energy_j > 1e12".to_string()), 0, "no impossible energy");
-    assert_eq!(count(format!("SELECT count(*) FROM gpu_samples WHERE energy_j IS NULL AND {}", within(spanned))), 0, "the counters either side span the half hour");
-    let csv = common::stdout(&common::run_incomplete(dir, &["--config", "cloud.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "csv"]));
+    assert_eq!(
+        count(format!("SELECT count(*) FROM gpu_samples WHERE energy_j IS NULL AND {}", within(spanned))),
+        0,
+        "the counters either side span the half hour"
+    );
+    let csv =
+        common::stdout(&common::run_incomplete(dir, &["--config", "cloud.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "csv"]));
     let (header, rows) = common::parse_csv(&csv);
     let col = |k: &str| header.iter().position(|h| h == k).unwrap();
     let of = |source: &str| rows.iter().find(|r| r[col("source")] == source).unwrap_or_else(|| panic!("no {source} row:\n{csv}"));
@@ -915,12 +1054,17 @@ fn energy_that_reads_inf_is_never_billed_as_zero() {
     let n = |r: &Vec<String>, k: &str| r[col(k)].parse::<i64>().unwrap();
     assert_eq!(n(dcgm, "present"), n(dcgm, "expected"), "every GPU row is there:\n{csv}");
     assert_eq!(n(energy, "expected"), n(dcgm, "expected"));
-    assert_eq!(n(energy, "present"), n(dcgm, "present") - broken_steps, "the GPU-steps whose power read -40 W and whose counter read +Inf, with nothing after, have no energy:\n{csv}");
+    assert_eq!(
+        n(energy, "present"),
+        n(dcgm, "present") - broken_steps,
+        "the GPU-steps whose power read -40 W and whose counter read +Inf, with nothing after, have no energy:\n{csv}"
+    );
     assert_eq!(n(of("util"), "present"), n(dcgm, "present"), "utilisation was fine");
 
     // Every report, on either basis, says the energy is short; none exits 0.
     for cfg in ["cloud.toml", "power.toml"] {
-        let out = common::bin().current_dir(dir).args(["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"]).output().unwrap();
+        let out =
+            common::bin().current_dir(dir).args(["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--format", "json"]).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{cfg}: {err}");
         assert!(err.contains("energy ") && err.contains("bill no energy"), "{cfg}: {err}");
@@ -954,7 +1098,14 @@ fn mig_device_fields_on_the_parent_series() {
     assert_eq!(cells(mig[0]), ["8", "8", "8 x 3g.40gb + 8 x 4g.40gb"].map(String::from), "{csv}");
     let whole_units = common::stdout(&common::run_ok(
         dir,
-        &["--config", "p.toml", "query", &format!("SELECT count(*) FROM nodes WHERE node = '{}' AND gpu_instance_id IS NULL", mig[0][col("node")]), "--format", "csv"],
+        &[
+            "--config",
+            "p.toml",
+            "query",
+            &format!("SELECT count(*) FROM nodes WHERE node = '{}' AND gpu_instance_id IS NULL", mig[0][col("node")]),
+            "--format",
+            "csv",
+        ],
     ));
     assert_eq!(common::parse_csv(&whole_units).1[0][0], "0", "no parent GPU of its own on the MIG node");
 }
@@ -1040,10 +1191,25 @@ fn collect_from_a_real_prometheus() {
     write_config(dir, "empty.toml", &empty.url(), "lake-a", "");
     // Only kube-state-metrics' series gone (a renamed scrape job): DCGM's rows are all there,
     // but the pending pods, quotas, capacity and namespace labels would be replaced by nothing.
-    let gone: Vec<String> = ["pod_info", "pod_created", "pod_scheduled_time", "pod_start_time", "pod_completion_time", "pod_phase", "pod_requests", "pod_status_reason", "pod_last_terminated_reason", "pod_labels", "resourcequota", "node_capacity", "kueue_pending", "namespace_labels"]
-        .iter()
-        .map(|k| format!("{k} = \"gone_{k}\""))
-        .collect();
+    let gone: Vec<String> = [
+        "pod_info",
+        "pod_created",
+        "pod_scheduled_time",
+        "pod_start_time",
+        "pod_completion_time",
+        "pod_phase",
+        "pod_requests",
+        "pod_status_reason",
+        "pod_last_terminated_reason",
+        "pod_labels",
+        "resourcequota",
+        "node_capacity",
+        "kueue_pending",
+        "namespace_labels",
+    ]
+    .iter()
+    .map(|k| format!("{k} = \"gone_{k}\""))
+    .collect();
     write_config(dir, "kube-gone.toml", &prom.url(), "lake-a", &format!("\n[prometheus.metrics]\n{}", gone.join("\n")));
     for (cfg, lost) in [("typo.toml", "utilisation values"), ("empty.toml", "GPU rows"), ("kube-gone.toml", "pending_samples rows ")] {
         let out = common::bin().current_dir(dir).args(["--config", cfg, "collect", "--from", FROM, "--to", TO]).output().unwrap();
@@ -1060,7 +1226,11 @@ fn collect_from_a_real_prometheus() {
     }
     drop(empty);
     common::run_ok(dir, &["--config", "typo.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO, "--replace"]);
-    assert_eq!(one("SELECT count(*) FROM gpu_samples WHERE util_pct IS NOT NULL AND mig_profile IS NULL AND ts >= TIMESTAMP '2026-10-05T12:00:00Z'"), 0, "replaced as asked");
+    assert_eq!(
+        one("SELECT count(*) FROM gpu_samples WHERE util_pct IS NOT NULL AND mig_profile IS NULL AND ts >= TIMESTAMP '2026-10-05T12:00:00Z'"),
+        0,
+        "replaced as asked"
+    );
     common::run_ok(dir, &["--config", "a.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO]);
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "collected again, the lake is as it was");
 
@@ -1070,7 +1240,11 @@ fn collect_from_a_real_prometheus() {
     if let Some(moto) = common::moto::start() {
         moto.create_bucket("collected");
         let lake_toml = moto.lake_toml("collected", "lake", &common::moto::Moto::credentials_file(dir));
-        std::fs::write(dir.join("s3.toml"), format!("{lake_toml}\n[prometheus]\nurl = \"{}\"\nstep_secs = 30\nretries = 2\nbackoff_ms = 100\ntimeout_secs = 20\n", prom.url())).unwrap();
+        std::fs::write(
+            dir.join("s3.toml"),
+            format!("{lake_toml}\n[prometheus]\nurl = \"{}\"\nstep_secs = 30\nretries = 2\nbackoff_ms = 100\ntimeout_secs = 20\n", prom.url()),
+        )
+        .unwrap();
         common::run_ok(dir, &["--config", "s3.toml", "collect", "--from", FROM, "--to", TO]);
         common::run_ok(dir, &["--config", "s3.toml", "collect", "--from", "2026-10-05T12:00:00Z", "--to", TO]);
         let bucket = moto.tree("collected", "lake");
@@ -1144,13 +1318,17 @@ fn collect_from_a_real_prometheus() {
     let again = common::stdout(&common::run_ok(dir, &["--config", "r.toml", "run", "--month", "2026-10"]));
     assert!(again.contains("nothing new"), "{again}");
     let second = common::tree(&dir.join("rep"));
-    let changed: Vec<&String> = second.iter().filter(|x| !reports.contains(x)).map(|(p, _)| p).chain(reports.iter().filter(|x| !second.contains(x)).map(|(p, _)| p)).collect();
+    let changed: Vec<&String> =
+        second.iter().filter(|x| !reports.contains(x)).map(|(p, _)| p).chain(reports.iter().filter(|x| !second.contains(x)).map(|(p, _)| p)).collect();
     assert!(changed.is_empty(), "a second run changed the reports: {changed:?}\n{again}");
 
     // 3d. A day Prometheus has nothing for is recorded as gaps, and the completeness report
     // shows it: 0% present and 1440 gap minutes for both sources, the next day whole.
     common::run_ok(dir, &["--config", "r.toml", "collect", "--from", "2026-10-04", "--to", "2026-10-05"]);
-    let csv = common::stdout(&common::run_ok(dir, &["--config", "r.toml", "report", "completeness", "--from", "2026-10-04", "--to", "2026-10-06", "--format", "csv"]));
+    let csv = common::stdout(&common::run_ok(
+        dir,
+        &["--config", "r.toml", "report", "completeness", "--from", "2026-10-04", "--to", "2026-10-06", "--format", "csv"],
+    ));
     let (header, rows) = common::parse_csv(&csv);
     assert_eq!(header, ["date", "source", "unit", "expected", "present", "present_pct", "gap_minutes"]);
     let gpu_units = one("SELECT count(DISTINCT concat(CAST(gpu_uuid AS VARCHAR), CAST(gpu_instance_id AS VARCHAR))) FROM gpu_samples");
@@ -1222,13 +1400,22 @@ fn collect_from_a_real_prometheus() {
     let out = Command::new("promtool").args(["tsdb", "create-blocks-from", "openmetrics"]).arg(dir.join("recent.om")).arg(dir.join("tsdb")).output().unwrap();
     assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
     let prom = Prom::start_keeping(&dir.join("tsdb"), dir, &keep);
-    let client = gpuledger::collect::prometheus::PromClient::new(&gpuledger::config::Config::load(&write_config(dir, "d.toml", &prom.url(), "lake-a", ""), true).unwrap().prometheus).unwrap();
+    let client = gpuledger::collect::prometheus::PromClient::new(
+        &gpuledger::config::Config::load(&write_config(dir, "d.toml", &prom.url(), "lake-a", ""), true).unwrap().prometheus,
+    )
+    .unwrap();
     let left = rt.block_on(client.range_vector("DCGM_FI_DEV_GPU_UTIL", s - 86_400_000, e)).unwrap();
     assert!(left.is_empty(), "Prometheus dropped the day past its retention ({} series left)", left.len());
     let out = common::bin().current_dir(dir).args(["--config", "d.toml", "collect", "--from", FROM, "--to", TO]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(" keeps ") && err.contains(" (storageRetention), samples from about ") && err.contains("collect --from ") && err.contains("nothing was fetched"), "{err}");
+    assert!(
+        err.contains(" keeps ")
+            && err.contains(" (storageRetention), samples from about ")
+            && err.contains("collect --from ")
+            && err.contains("nothing was fetched"),
+        "{err}"
+    );
     assert!(lake_tree(&dir.join("lake-a")) == tree_a, "a refused collect changed the lake");
     write_config(dir, "h.toml", &prom.url(), "lake-h", "");
     let recent = (chrono::Utc::now() - chrono::Duration::hours(2)).format("%Y-%m-%dT%H:00:00Z").to_string();
@@ -1300,7 +1487,25 @@ fn clusters_sharing_one_prometheus() {
         let out = format!("sim-{cluster}");
         common::run_ok(
             dir,
-            &["simulate", "--out", &out, "--gpus", gpus, "--days", "1", "--step", "30", "--seed", seed, "--start", "2026-10-05", "--openmetrics", &om, "--cluster", cluster],
+            &[
+                "simulate",
+                "--out",
+                &out,
+                "--gpus",
+                gpus,
+                "--days",
+                "1",
+                "--step",
+                "30",
+                "--seed",
+                seed,
+                "--start",
+                "2026-10-05",
+                "--openmetrics",
+                &om,
+                "--cluster",
+                cluster,
+            ],
         );
         let out = Command::new("promtool").args(BACKFILL).arg(dir.join(&om)).arg(&tsdb).output().unwrap();
         assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
@@ -1313,14 +1518,21 @@ fn clusters_sharing_one_prometheus() {
     write_config_step(dir, "m.toml", &prom.url(), "lake-mixed", 30, "");
     let out = common::run_ok(dir, &["--config", "m.toml", "collect", "--from", FROM, "--to", TO]);
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(log.contains("a cluster label with several values (east, west)") && log.contains("prometheus.cluster_label = \"cluster\""), "mixing is warned: {log}");
+    assert!(
+        log.contains("a cluster label with several values (east, west)") && log.contains("prometheus.cluster_label = \"cluster\""),
+        "mixing is warned: {log}"
+    );
     let check = common::bin().current_dir(dir).args(["--config", "m.toml", "check"]).output().unwrap();
     let text = String::from_utf8_lossy(&check.stdout);
     let line = text.lines().find(|l| l.contains("clusters")).unwrap_or_else(|| panic!("check names the clusters: {text}"));
-    assert!(line.starts_with("warn") && line.contains("cluster with 2 values (east, west)") && line.contains("prometheus.cluster_label = \"cluster\""), "{line}");
+    assert!(
+        line.starts_with("warn") && line.contains("cluster with 2 values (east, west)") && line.contains("prometheus.cluster_label = \"cluster\""),
+        "{line}"
+    );
     // The lake collected so names the nodes both clusters have (gpu-node-01 and -02), two
     // GPUs at each index of theirs at once; west's third node is one node.
-    let out = common::bin().current_dir(dir).args(["--config", "m.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]).output().unwrap();
+    let out =
+        common::bin().current_dir(dir).args(["--config", "m.toml", "report", "completeness", "--from", FROM, "--to", TO, "--format", "json"]).output().unwrap();
     let c: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(c["mixed_nodes"], serde_json::json!(["gpu-node-01", "gpu-node-02"]), "{c}");
     assert!(c["notes"].to_string().contains("2 nodes hold two GPUs at one index at the same time: gpu-node-01 (8 GPU indexes)"), "{}", c["notes"]);
@@ -1371,7 +1583,9 @@ fn clusters_sharing_one_prometheus() {
         assert!((row["gpu_hours"].number().unwrap() - want).abs() < 0.001, "cluster {cluster}: {row} vs pool {want} GPU-h");
     }
     // The idle report of one cluster: only pods of its ledger.
-    let idle: Value = serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "c.toml", "report", "idle", "--cluster", "east"][..], &window].concat()))).unwrap();
+    let idle: Value =
+        serde_json::from_str(&common::stdout(&common::run_ok(dir, &[&["--config", "c.toml", "report", "idle", "--cluster", "east"][..], &window].concat())))
+            .unwrap();
     let idle_hours = |v: &Value| -> f64 {
         let t = v.as_array().unwrap().iter().find(|t| t["report"] == "idle_namespaces").expect("the idle report's namespace table");
         t["rows"].as_array().unwrap().iter().map(|r| r["idle_gpu_hours"].number().unwrap()).sum()
@@ -1425,16 +1639,25 @@ fn a_collect_killed_while_publishing_never_bills_a_half_day() {
     let reports = |cfg: &Path| -> Vec<std::process::Output> {
         ["chargeback", "queue", "quota"]
             .iter()
-            .map(|kind| common::bin().current_dir(dir).args(["--config", cfg.to_str().unwrap(), "report", kind, "--from", FROM, "--to", TO, "--format", "csv"]).output().unwrap())
+            .map(|kind| {
+                common::bin()
+                    .current_dir(dir)
+                    .args(["--config", cfg.to_str().unwrap(), "report", kind, "--from", FROM, "--to", TO, "--format", "csv"])
+                    .output()
+                    .unwrap()
+            })
             .collect()
     };
     // The afternoon collected without a kill: what every repaired lake must report.
     let whole = copy("whole");
     common::run_ok(dir, &["--config", whole.to_str().unwrap(), "collect", "--from", noon, "--to", TO]);
-    let want: Vec<Vec<u8>> = reports(&whole).into_iter().map(|o| {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        o.stdout
-    }).collect();
+    let want: Vec<Vec<u8>> = reports(&whole)
+        .into_iter()
+        .map(|o| {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            o.stdout
+        })
+        .collect();
 
     let mut kills = 0;
     for k in 1.. {
@@ -1454,7 +1677,10 @@ fn a_collect_killed_while_publishing_never_bills_a_half_day() {
         for (kind, o) in ["chargeback", "queue", "quota"].iter().zip(reports(&cfg)) {
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(1), "killed after publish {k}: report {kind} must refuse the half-published day: {err}");
-            assert!(err.contains("the lake is not as it was published") && err.contains("a collect began writing the day and stopped"), "{kind} after publish {k}: {err}");
+            assert!(
+                err.contains("the lake is not as it was published") && err.contains("a collect began writing the day and stopped"),
+                "{kind} after publish {k}: {err}"
+            );
             assert!(err.contains(&format!("gpuledger collect --from 2026-10-0")), "{kind}: names the repair: {err}");
         }
         // The next collect of the window repairs it.

@@ -159,7 +159,9 @@ fn chargeback_matches_the_ledger_with_price_and_tariff_changes_mig_and_time_slic
     let rows = rows_by(&report, "namespace");
     let ledger = m.sim.ledger();
     let model = m.sim.signals();
-    let priced = gpuledger::simulate::ledger::priced(&m.sim.cluster, &m.sim.namespaces, &m.sim.schedule, &model, m.sim.params.window_ms(), gpu_price, |ms| tariff_at(ms) * 1.25);
+    let priced = gpuledger::simulate::ledger::priced(&m.sim.cluster, &m.sim.namespaces, &m.sim.schedule, &model, m.sim.params.window_ms(), gpu_price, |ms| {
+        tariff_at(ms) * 1.25
+    });
 
     // The scenario has what it must: MIG slices and the time-sliced GPU held by pods.
     assert!(m.sim.cluster.units.iter().any(|u| u.mig_profile == Some("3g.40gb")));
@@ -190,7 +192,15 @@ fn chargeback_matches_the_ledger_with_price_and_tariff_changes_mig_and_time_slic
 
     // The prices did change inside the month: at the old H100 price and a flat 0.20 the
     // month would cost visibly more.
-    let flat = gpuledger::simulate::ledger::priced(&m.sim.cluster, &m.sim.namespaces, &m.sim.schedule, &model, m.sim.params.window_ms(), |u, _| gpu_price(u, 0), |_| 0.20 * 1.25);
+    let flat = gpuledger::simulate::ledger::priced(
+        &m.sim.cluster,
+        &m.sim.namespaces,
+        &m.sim.schedule,
+        &model,
+        m.sim.params.window_ms(),
+        |u, _| gpu_price(u, 0),
+        |_| 0.20 * 1.25,
+    );
     let got: f64 = rows.values().map(|r| num(&r["gpu_cost"])).sum();
     let unchanged: f64 = flat.values().map(|v| v.0).sum();
     assert!(unchanged - got > 1000.0, "the H100 price cut is in the bill: {got} vs {unchanged}");
@@ -240,7 +250,10 @@ fn repricing_a_past_month_needs_only_the_config() {
     let b = chargeback(&write_config(m.dir.path(), "b.toml", cut), &[]);
     assert_eq!(common::tree(&lake), before, "re-pricing reads the lake and never writes it");
     // The difference per namespace is its H100 hours x (6.88 - 4.00), from the by-model report.
-    let out = common::run_ok(m.dir.path(), &["--config", m.dir.path().join("a.toml").to_str().unwrap(), "report", "chargeback-models", "--month", "2026-10", "--format", "json"]);
+    let out = common::run_ok(
+        m.dir.path(),
+        &["--config", m.dir.path().join("a.toml").to_str().unwrap(), "report", "chargeback-models", "--month", "2026-10", "--format", "json"],
+    );
     let models: Value = serde_json::from_str(&common::stdout(&out)).unwrap();
     let mut h100: BTreeMap<String, f64> = BTreeMap::new();
     for r in models["rows"].as_array().unwrap().iter().filter(|r| r["gpu_model"] == H100) {
@@ -283,7 +296,8 @@ fn idle_and_shared_spread_move_cost_exactly() {
     close(num(&o["platform"]["total_cost"]), idle_cost, 1e-12, "owner takes the idle cost");
     close(num(&owner["total"]["total_cost"]), cluster_total, 1e-12, "owner keeps the total");
 
-    let shared = chargeback(&write_config(m.dir.path(), "shared.toml", "[pricing]\nshared_namespaces = [\"team-inference\"]\nshared_policy = \"proportional\"\n"), &[]);
+    let shared =
+        chargeback(&write_config(m.dir.path(), "shared.toml", "[pricing]\nshared_namespaces = [\"team-inference\"]\nshared_policy = \"proportional\"\n"), &[]);
     let s = rows_by(&shared, "namespace");
     assert_eq!(num(&s["team-inference"]["total_cost"]), 0.0);
     assert_eq!(num(&s["__unallocated__"]["idle_cost"]), 0.0, "idle stays separate");
@@ -365,10 +379,35 @@ fn focus_export_has_the_columns_types_and_totals() {
     let text = common::stdout(&out);
     let (header, rows) = common::parse_csv(&text);
     let mandatory = [
-        "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory", "ChargeClass",
-        "ChargeDescription", "ChargePeriodEnd", "ChargePeriodStart", "ConsumedQuantity", "ConsumedUnit", "ContractedCost", "EffectiveCost", "InvoiceIssuerName",
-        "ListCost", "PricingQuantity", "PricingUnit", "ProviderName", "PublisherName", "ResourceId", "ResourceName", "ResourceType", "ServiceCategory",
-        "ServiceName", "SubAccountId", "SubAccountName", "Tags",
+        "BilledCost",
+        "BillingAccountId",
+        "BillingAccountName",
+        "BillingCurrency",
+        "BillingPeriodEnd",
+        "BillingPeriodStart",
+        "ChargeCategory",
+        "ChargeClass",
+        "ChargeDescription",
+        "ChargePeriodEnd",
+        "ChargePeriodStart",
+        "ConsumedQuantity",
+        "ConsumedUnit",
+        "ContractedCost",
+        "EffectiveCost",
+        "InvoiceIssuerName",
+        "ListCost",
+        "PricingQuantity",
+        "PricingUnit",
+        "ProviderName",
+        "PublisherName",
+        "ResourceId",
+        "ResourceName",
+        "ResourceType",
+        "ServiceCategory",
+        "ServiceName",
+        "SubAccountId",
+        "SubAccountName",
+        "Tags",
     ];
     for col in mandatory {
         assert!(header.iter().any(|h| h == col), "FOCUS column {col} present");
@@ -393,10 +432,17 @@ fn focus_export_has_the_columns_types_and_totals() {
         assert_eq!(r[col("ChargeCategory")], "Usage");
         assert!(serde_json::from_str::<serde_json::Map<String, Value>>(&r[col("Tags")]).is_ok(), "Tags is a JSON object");
         billed += r[col("BilledCost")].parse::<f64>().unwrap();
-        assert!(keys.insert((r[col("SubAccountId")].clone(), r[col("x_GpuModel")].clone(), r[col("x_MigProfile")].clone(), r[col("ChargePeriodStart")].clone())), "one row per namespace, model and day");
+        assert!(
+            keys.insert((r[col("SubAccountId")].clone(), r[col("x_GpuModel")].clone(), r[col("x_MigProfile")].clone(), r[col("ChargePeriodStart")].clone())),
+            "one row per namespace, model and day"
+        );
     }
     // Rows at 6 decimals, largest-remainder rounded: their sum rounds to the chargeback's total.
-    assert!(((billed * 100.0).round() / 100.0 - num(&charge["total"]["total_cost"])).abs() < 1e-6, "BilledCost {billed} adds up to the chargeback's total_cost {}", charge["total"]["total_cost"]);
+    assert!(
+        ((billed * 100.0).round() / 100.0 - num(&charge["total"]["total_cost"])).abs() < 1e-6,
+        "BilledCost {billed} adds up to the chargeback's total_cost {}",
+        charge["total"]["total_cost"]
+    );
     // Per namespace, within a cent of the chargeback's rows (the export keeps 6 decimals).
     let by_ns = rows_by(&charge, "namespace");
     for (ns, r) in &by_ns {
@@ -412,14 +458,19 @@ fn focus_export_has_the_columns_types_and_totals() {
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
     let schema = reader.schema().clone();
     assert!(matches!(schema.field_with_name("BilledCost").unwrap().data_type(), arrow::datatypes::DataType::Decimal128(_, 6)));
-    assert!(matches!(schema.field_with_name("ChargePeriodStart").unwrap().data_type(), arrow::datatypes::DataType::Timestamp(_, Some(tz)) if tz.as_ref() == "UTC"));
+    assert!(
+        matches!(schema.field_with_name("ChargePeriodStart").unwrap().data_type(), arrow::datatypes::DataType::Timestamp(_, Some(tz)) if tz.as_ref() == "UTC")
+    );
     let n: usize = reader.build().unwrap().map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(n, rows.len());
 
     // The FinOps validator, where it is installed (CI installs it).
     let validator = std::env::var("GPULEDGER_FOCUS_VALIDATOR").ok().map(PathBuf::from).filter(|p| p.exists());
     let Some(validator) = validator else {
-        assert!(std::env::var("GPULEDGER_REQUIRE_FOCUS_VALIDATOR").is_err(), "GPULEDGER_REQUIRE_FOCUS_VALIDATOR is set but GPULEDGER_FOCUS_VALIDATOR names no program");
+        assert!(
+            std::env::var("GPULEDGER_REQUIRE_FOCUS_VALIDATOR").is_err(),
+            "GPULEDGER_REQUIRE_FOCUS_VALIDATOR is set but GPULEDGER_FOCUS_VALIDATOR names no program"
+        );
         eprintln!("skipping focus-validator: set GPULEDGER_FOCUS_VALIDATOR to its path (pip install focus-validator)");
         return;
     };
@@ -493,8 +544,13 @@ fn request_based_fallback_for_a_node_without_pod_mapping() {
     assert_eq!(c["rows_energy_mj"], c["cluster_energy_mj"]);
     assert_eq!(report["request_based"], true);
     // The namespaces that ran on the node are flagged; their GPU-hours still match the ledger.
-    let on_node: std::collections::BTreeSet<&str> =
-        sim.schedule.pods.iter().filter(|p| p.node.map(|n| sim.cluster.nodes[n].name.as_str()) == Some(node) && p.started.is_some()).map(|p| sim.namespaces[p.ns].name).collect();
+    let on_node: std::collections::BTreeSet<&str> = sim
+        .schedule
+        .pods
+        .iter()
+        .filter(|p| p.node.map(|n| sim.cluster.nodes[n].name.as_str()) == Some(node) && p.started.is_some())
+        .map(|p| sim.namespaces[p.ns].name)
+        .collect();
     assert!(!on_node.is_empty());
     for (ns, truth) in ledger.namespaces.iter().filter(|(_, t)| t.gpu_hours > 0.0) {
         let r = &rows[ns];

@@ -78,8 +78,10 @@ fn demo_month_matches_ledger_and_is_reproducible() {
     eprintln!("worst relative error: {:.4}%", worst * 100.0);
 
     // Re-running the month's report gives byte-identical output.
-    let csv1 = common::stdout(&common::run_ok(dir.path(), &["--config", "demo/gpuledger.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
-    let csv2 = common::stdout(&common::run_ok(dir.path(), &["--config", "demo/gpuledger.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
+    let csv1 =
+        common::stdout(&common::run_ok(dir.path(), &["--config", "demo/gpuledger.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
+    let csv2 =
+        common::stdout(&common::run_ok(dir.path(), &["--config", "demo/gpuledger.toml", "report", "chargeback", "--month", "2026-10", "--format", "csv"]));
     assert_eq!(csv1, csv2);
     assert_eq!(csv1, std::fs::read_to_string(dir.path().join("demo/reports/2026-10/chargeback.csv")).unwrap());
 
@@ -92,7 +94,10 @@ fn demo_month_matches_ledger_and_is_reproducible() {
     assert!(scalar("SELECT count(*) FROM gpu_samples WHERE namespace IS NOT NULL AND util_pct < 1") > 0, "allocated but idle");
     assert!(scalar("SELECT count(*) FROM pending_samples WHERE reason = 'QuotaExceeded'") > 0, "quota queues");
     assert!(scalar("SELECT count(*) FROM pending_samples WHERE reason = 'Unschedulable'") > 0, "capacity queues");
-    assert!(scalar("SELECT count(*) FROM (SELECT namespace, pod FROM pods GROUP BY namespace, pod HAVING count(DISTINCT uid) > 1)") > 0, "pod names reused with a new uid");
+    assert!(
+        scalar("SELECT count(*) FROM (SELECT namespace, pod FROM pods GROUP BY namespace, pod HAVING count(DISTINCT uid) > 1)") > 0,
+        "pod names reused with a new uid"
+    );
     assert!(scalar("SELECT count(DISTINCT gpu_model) FROM gpu_samples") == 3, "three GPU models");
     // Daily rhythm: more pods are created in working hours than at night.
     let day = scalar("SELECT count(*) FROM pods WHERE date_part('hour', created) BETWEEN 9 AND 18 AND date_part('dow', created) BETWEEN 1 AND 5");

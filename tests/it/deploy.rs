@@ -71,7 +71,15 @@ fn serve_deployment_matches_the_config() {
     let (dir, file) = (users.parent().unwrap().to_str().unwrap(), users.file_name().unwrap().to_str().unwrap());
     assert!(text.contains(&format!("mountPath: {dir}")) && text.contains("secretName: gpuledger-serve-users"), "the users Secret is mounted at {dir}");
     assert!(read("deploy/kubernetes/secret-serve-users.yaml").contains(&format!("{file}: |")), "the Secret holds {file}");
-    for needle in ["kind: Service", "containerPort: 5432", "targetPort: postgres", "runAsNonRoot: true", "readOnlyRootFilesystem: true", "claimName: gpuledger-lake", "GPULEDGER_CONFIG"] {
+    for needle in [
+        "kind: Service",
+        "containerPort: 5432",
+        "targetPort: postgres",
+        "runAsNonRoot: true",
+        "readOnlyRootFilesystem: true",
+        "claimName: gpuledger-lake",
+        "GPULEDGER_CONFIG",
+    ] {
         assert!(text.contains(needle), "serve.yaml lacks {needle}");
     }
 }
@@ -82,7 +90,10 @@ fn image_is_multi_stage_and_non_root_and_kustomization_is_complete() {
     assert!(docker.matches("\nFROM ").count() + docker.starts_with("FROM ") as usize >= 2, "multi-stage");
     let build = read("deploy/build.sh");
     assert!(docker.contains("deploy/build.sh") && build.contains("cargo build --release --locked"));
-    assert!(build.contains("--bin ballista-scheduler --bin ballista-executor") && docker.contains("ARG BALLISTA=0"), "BALLISTA=1 adds the stock Ballista programs");
+    assert!(
+        build.contains("--bin ballista-scheduler --bin ballista-executor") && docker.contains("ARG BALLISTA=0"),
+        "BALLISTA=1 adds the stock Ballista programs"
+    );
     let user = docker.lines().filter(|l| l.starts_with("USER ")).last().expect("a USER line");
     assert!(!user.contains("root") && !user.trim_end().ends_with(" 0"), "{user}");
     let kust = read("deploy/kubernetes/kustomization.yaml");
@@ -126,8 +137,14 @@ fn object_storage_overlay_puts_the_lake_on_a_bucket() {
     for job in ["collect", "monthly"] {
         let patch = read(&format!("deploy/kubernetes/object-storage/cronjob-{job}-s3.yaml"));
         assert!(kust.contains(&format!("- path: cronjob-{job}-s3.yaml")), "{job} patch listed");
-        assert!(patch.contains(&format!("name: gpuledger-{job}")) && read(&format!("deploy/kubernetes/cronjob-{job}.yaml")).contains(&format!("name: gpuledger-{job}")));
-        assert!(patch.contains("mountPath: /etc/gpuledger/s3") && patch.contains("secretName: gpuledger-s3"), "{job} mounts the Secret at the credentials folder");
+        assert!(
+            patch.contains(&format!("name: gpuledger-{job}"))
+                && read(&format!("deploy/kubernetes/cronjob-{job}.yaml")).contains(&format!("name: gpuledger-{job}"))
+        );
+        assert!(
+            patch.contains("mountPath: /etc/gpuledger/s3") && patch.contains("secretName: gpuledger-s3"),
+            "{job} mounts the Secret at the credentials folder"
+        );
     }
 }
 
@@ -161,12 +178,14 @@ fn ballista_overlay_runs_the_sql_on_the_stock_scheduler_and_executors() {
         }
         std::iter::once(program.to_string()).chain(args).collect()
     };
-    let scheduler = ballista_scheduler::config::Config::try_parse_from(args_of("deploy/kubernetes/ballista/ballista-scheduler.yaml", "ballista-scheduler")).unwrap_or_else(|e| panic!("scheduler args: {e}"));
+    let scheduler = ballista_scheduler::config::Config::try_parse_from(args_of("deploy/kubernetes/ballista/ballista-scheduler.yaml", "ballista-scheduler"))
+        .unwrap_or_else(|e| panic!("scheduler args: {e}"));
     assert_eq!(scheduler.bind_port, 50050);
     let sched_text = read("deploy/kubernetes/ballista/ballista-scheduler.yaml");
     assert!(sched_text.contains("kind: Service") && sched_text.contains("name: ballista-scheduler") && sched_text.contains("port: 50050"));
     let exec_text = read("deploy/kubernetes/ballista/ballista-executor.yaml");
-    let executor = ballista_executor::config::Config::try_parse_from(args_of("deploy/kubernetes/ballista/ballista-executor.yaml", "ballista-executor")).unwrap_or_else(|e| panic!("executor args: {e}"));
+    let executor = ballista_executor::config::Config::try_parse_from(args_of("deploy/kubernetes/ballista/ballista-executor.yaml", "ballista-executor"))
+        .unwrap_or_else(|e| panic!("executor args: {e}"));
     assert_eq!((executor.scheduler_host.as_str(), executor.scheduler_port), ("ballista-scheduler.gpuledger.svc", 50050));
     assert_eq!(executor.external_host.as_deref(), Some("$(POD_IP)"), "registers its pod IP, which gpuledger fetches results from");
     assert!(exec_text.contains("fieldPath: status.podIP") && exec_text.contains("path: /readyz"), "ready once registered");

@@ -12,7 +12,11 @@ fn every_report_matches_its_golden_csv() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     common::run_ok(dir, &["simulate", "--out", "s", "--gpus", "16", "--days", "2", "--seed", "5", "--start", "2026-10-01"]);
-    std::fs::write(dir.join("g.toml"), "[lake]\npath = \"s/lake\"\n[run]\nmin_completeness_pct = 0\nreports_dir = \"r\"\n[teams]\nteam-llm = \"foundation-models\"\n").unwrap();
+    std::fs::write(
+        dir.join("g.toml"),
+        "[lake]\npath = \"s/lake\"\n[run]\nmin_completeness_pct = 0\nreports_dir = \"r\"\n[teams]\nteam-llm = \"foundation-models\"\n",
+    )
+    .unwrap();
     common::run_ok(dir, &["--config", "g.toml", "run", "--month", "2026-10", "--no-collect"]);
     let mut names = Vec::new();
     for e in std::fs::read_dir(dir.join("r/2026-10")).unwrap() {

@@ -20,10 +20,7 @@ fn fixture_lake() -> tempfile::TempDir {
 #[test]
 fn chargeback_matches_hand_computed_golden() {
     let dir = fixture_lake();
-    let out = common::run_ok(
-        dir.path(),
-        &["report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-01T00:02:00Z", "--format", "csv"],
-    );
+    let out = common::run_ok(dir.path(), &["report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-01T00:02:00Z", "--format", "csv"]);
     let got = common::stdout(&out);
     let golden_path = common::repo_root().join("tests/golden/chargeback.csv");
     // Worked out by hand: edited by hand, never regenerated from the code's output.
@@ -34,10 +31,7 @@ fn chargeback_matches_hand_computed_golden() {
 #[test]
 fn chargeback_states_exact_conservation() {
     let dir = fixture_lake();
-    let out = common::run_ok(
-        dir.path(),
-        &["report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-01T00:02:00Z", "--format", "json"],
-    );
+    let out = common::run_ok(dir.path(), &["report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-01T00:02:00Z", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
     let c = &v["conservation"];
     // 3 GPUs x 120 s, and 61,500 J, independent of any grouping.
@@ -48,10 +42,7 @@ fn chargeback_states_exact_conservation() {
     assert_eq!(v["total"]["gpu_hours"], "0.1000", "exact decimals are JSON strings at their scale");
     assert_eq!(v["total"]["cloud_cost"], "0.38");
     assert_eq!(v["total"]["power_cost"], "2.22");
-    let text = common::stdout(&common::run_ok(
-        dir.path(),
-        &["report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-01T00:02:00Z"],
-    ));
+    let text = common::stdout(&common::run_ok(dir.path(), &["report", "chargeback", "--from", "2026-10-01T00:00:00Z", "--to", "2026-10-01T00:02:00Z"]));
     assert!(text.contains("conservation: GPU-hours rows 0.1000 = cluster 0.1000"), "{text}");
 }
 
@@ -67,10 +58,7 @@ fn power_basis_and_piecewise_prices() {
     // Only the H100 has a row at 23:59:30: the window is not complete, and need not be here.
     cfg.push_str("\n[run]\nmin_completeness_pct = 0\n");
     std::fs::write(dir.path().join("gpuledger.toml"), cfg).unwrap();
-    let out = common::run_ok(
-        dir.path(),
-        &["report", "chargeback", "--from", "2026-09-30T23:59:30Z", "--to", "2026-10-01T00:02:00Z", "--format", "json"],
-    );
+    let out = common::run_ok(dir.path(), &["report", "chargeback", "--from", "2026-09-30T23:59:30Z", "--to", "2026-10-01T00:02:00Z", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
     let rows = v["rows"].as_array().unwrap();
     let row = |ns: &str| rows.iter().find(|r| r["namespace"] == ns).unwrap_or_else(|| panic!("no row {ns}: {v}"));
@@ -140,7 +128,10 @@ fn a_mig_profile_price_that_starts_inside_the_window() {
     let dir = tempfile::tempdir().unwrap();
     let header = std::fs::read_to_string(common::repo_root().join("fixtures/golden/gpu_samples.csv")).unwrap().lines().next().unwrap().to_string();
     let row = |ts: &str, profile: &str, id: u8, ns: &str, pod: &str, share: &str| {
-        format!("{ts},30,node-2,GPU-mig,0,NVIDIA A100-SXM4-80GB,{profile},{id},{ns},{pod},{},{share},50,1,40192,100,3000,40,0", if pod.is_empty() { "" } else { "main" })
+        format!(
+            "{ts},30,node-2,GPU-mig,0,NVIDIA A100-SXM4-80GB,{profile},{id},{ns},{pod},{},{share},50,1,40192,100,3000,40,0",
+            if pod.is_empty() { "" } else { "main" }
+        )
     };
     let rows = [
         row("2026-09-30T23:59:30Z", "3g.40gb", 1, "a", "a-2", "0.42857142857142855"),
@@ -160,7 +151,8 @@ fn a_mig_profile_price_that_starts_inside_the_window() {
     let window = ["--from", "2026-09-30T23:59:30Z", "--to", "2026-10-01T00:00:30Z"];
     let out = common::run_ok(dir.path(), &[&["report", "chargeback"][..], &window, &["--format", "json"]].concat());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let cost = |ns: &str| v["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == ns).unwrap_or_else(|| panic!("no row {ns}: {v}"))["cloud_cost"].clone();
+    let cost =
+        |ns: &str| v["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == ns).unwrap_or_else(|| panic!("no row {ns}: {v}"))["cloud_cost"].clone();
     assert_eq!(cost("a"), "0.18", "{v}");
     assert_eq!(cost("__unallocated__"), "0.03", "{v}");
     assert_eq!(v["total"]["cloud_cost"], "0.21", "{v}");

@@ -154,7 +154,9 @@ fn empty_lake_queries_and_reports_fine() {
     assert_eq!(rows, vec![0; Table::ALL.len()]);
     // A lake path with nothing at it is a usage error naming it (a typo, a missing mount), not
     // an empty month.
-    for args in [&["report", "chargeback", "--month", "2026-10"][..], &["query", "SELECT count(*) FROM gpu_samples"], &["run", "--no-collect", "--month", "2026-10"]] {
+    for args in
+        [&["report", "chargeback", "--month", "2026-10"][..], &["query", "SELECT count(*) FROM gpu_samples"], &["run", "--no-collect", "--month", "2026-10"]]
+    {
         let out = common::bin().current_dir(dir.path()).args(["--lake", "nothing-here"]).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
@@ -230,7 +232,8 @@ fn damaged_lake_files_are_named_never_read_as_less() {
     let dir = tmp.path();
     common::run_ok(dir, &["simulate", "--out", "s", "--gpus", "8", "--days", "2", "--seed", "3", "--start", "2026-10-01"]);
     let window = ["--from", "2026-10-01", "--to", "2026-10-03"];
-    let report = |extra: &[&str]| common::bin().current_dir(dir).args([&["--lake", "s/lake", "report", "chargeback"][..], &window, extra].concat()).output().unwrap();
+    let report =
+        |extra: &[&str]| common::bin().current_dir(dir).args([&["--lake", "s/lake", "report", "chargeback"][..], &window, extra].concat()).output().unwrap();
     let query = |sql: &str| common::bin().current_dir(dir).args(["--lake", "s/lake", "query", sql]).output().unwrap();
     let fails_naming = |out: std::process::Output, file: &str, what: &str| {
         let err = String::from_utf8_lossy(&out.stderr);

@@ -3,7 +3,6 @@
 //! clients it names. Run one area with `cargo test --release --features ballista --test it -- MODULE::`
 //! (for example `--test it -- costing::`).
 
-mod common;
 #[cfg(feature = "ballista")]
 mod ballista;
 #[cfg(feature = "ballista")]
@@ -11,6 +10,7 @@ mod ballista_cluster;
 mod cli;
 mod collect_faults;
 mod collect_prometheus;
+mod common;
 mod cookbook;
 mod costing;
 mod demo_ledger;

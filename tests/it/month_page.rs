@@ -138,7 +138,12 @@ fn each_teams_cost_matches_the_chargeback_by_team_of_both_months() {
     let teams = read("summary_teams.json");
     let (oct, sep) = (report("chargeback", "2026-10", &["--by", "team"]), report("chargeback", "2026-09", &["--by", "team"]));
     let by_team = |v: &Value| -> std::collections::BTreeMap<String, (i64, i64)> {
-        v["rows"].as_array().unwrap().iter().map(|r| (r["team"].as_str().unwrap().to_string(), (cents(&r["total_cost"]).unwrap(), fixed(&r["gpu_hours"], 4).unwrap()))).collect()
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["team"].as_str().unwrap().to_string(), (cents(&r["total_cost"]).unwrap(), fixed(&r["gpu_hours"], 4).unwrap())))
+            .collect()
     };
     let (oct, sep) = (by_team(&oct), by_team(&sep));
     let rows = teams["rows"].as_array().unwrap();

@@ -73,7 +73,9 @@ fn events_equal_the_simulated_schedule() {
     let mut preempted = 0;
     for (i, ns) in sim.namespaces.iter().enumerate() {
         // Pods of the namespace that finished in October, by how they ended.
-        let ended = |reason: &str| sim.schedule.pods.iter().filter(|p| p.ns == i && p.reason == Some(reason) && p.finished.is_some_and(|f| f >= ws && f < we)).count() as i64;
+        let ended = |reason: &str| {
+            sim.schedule.pods.iter().filter(|p| p.ns == i && p.reason == Some(reason) && p.finished.is_some_and(|f| f >= ws && f < we)).count() as i64
+        };
         let row = rows.iter().find(|r| r["namespace"] == ns.name).unwrap_or_else(|| panic!("no events row for {}", ns.name));
         for (col, reason) in [("oom_killed", "OOMKilled"), ("crashed", "Error"), ("preempted", "Preempted")] {
             assert_eq!(row[col].as_i64().unwrap(), ended(reason), "{} {col}", ns.name);
@@ -226,7 +228,10 @@ fn idle_report_finds_the_planted_idle_pods_zombies_and_starved_jobs() {
     assert!(checked >= 10, "the month has idle pods to check: {checked}");
     // The top offenders are the planted ones.
     for r in rows.iter().take(10) {
-        assert!(truth.contains_key(&(r["namespace"].as_str().unwrap().to_string(), r["pod"].as_str().unwrap().to_string())), "top offender {r} is not an idle pod");
+        assert!(
+            truth.contains_key(&(r["namespace"].as_str().unwrap().to_string(), r["pod"].as_str().unwrap().to_string())),
+            "top offender {r} is not an idle pod"
+        );
     }
 
     // Zombie memory: crashed pods' framebuffer left on a GPU no pod holds.
@@ -375,7 +380,11 @@ fn is_grouped(text: &str) -> bool {
     let whole = parts.next().unwrap_or_default();
     let groups: Vec<&str> = whole.split(',').collect();
     let digits = |g: &str| !g.is_empty() && g.chars().all(|c| c.is_ascii_digit());
-    groups.iter().all(|g| digits(g)) && groups[0].len() <= 3 && groups[1..].iter().all(|g| g.len() == 3) && parts.all(digits) && !(groups.len() == 1 && groups[0].len() > 3)
+    groups.iter().all(|g| digits(g))
+        && groups[0].len() <= 3
+        && groups[1..].iter().all(|g| g.len() == 3)
+        && parts.all(digits)
+        && !(groups.len() == 1 && groups[0].len() > 3)
 }
 
 #[test]
@@ -398,7 +407,10 @@ fn kueue_section_appears_where_kueue_runs() {
     let rows = kueue["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!((rows[0]["status"].as_str(), num(&rows[0]["avg_pending_workloads"]), rows[0]["max_pending_workloads"].as_i64()), (Some("active"), 5.0, Some(8)));
-    assert_eq!((rows[1]["status"].as_str(), num(&rows[1]["avg_pending_workloads"]), rows[1]["max_pending_workloads"].as_i64()), (Some("inadmissible"), 1.0, Some(1)));
+    assert_eq!(
+        (rows[1]["status"].as_str(), num(&rows[1]["avg_pending_workloads"]), rows[1]["max_pending_workloads"].as_i64()),
+        (Some("inadmissible"), 1.0, Some(1))
+    );
     // Without Kueue data there is no such section (the demo month has none).
     let names: Vec<String> = std::fs::read_dir(&fixture().reports).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(!names.iter().any(|n| n.starts_with("queue_kueue")), "{names:?}");

@@ -15,14 +15,14 @@ use arrow::util::display::array_value_to_string;
 use chrono::{TimeZone, Utc};
 use datafusion::common::ScalarValue;
 use gpuledger::config::Config;
+use gpuledger::domain::window::Window;
 use gpuledger::engine::{run_query, SessionBuilder};
+use gpuledger::lake::passes::gpu_buckets;
+use gpuledger::lake::passes::idle_runs::{scan, IdleRule};
 use gpuledger::lake::{rollup, write_partition, Lake, Table};
 use gpuledger::queries::Queries;
 use gpuledger::report::columns::window_params;
 use gpuledger::report::idle::pod_idle;
-use gpuledger::lake::passes::gpu_buckets;
-use gpuledger::lake::passes::idle_runs::{scan, IdleRule};
-use gpuledger::domain::window::Window;
 
 fn rows(batches: &[RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();
@@ -46,10 +46,7 @@ fn params(window: &Window, rule: IdleRule) -> Vec<ScalarValue> {
 #[test]
 fn streaming_pass_equals_the_windowed_sql() {
     let tmp = tempfile::tempdir().unwrap();
-    common::run_ok(
-        tmp.path(),
-        &["simulate", "--out", "s", "--gpus", "48", "--days", "4", "--seed", "9", "--start", "2026-10-01", "--time-sliced", "4"],
-    );
+    common::run_ok(tmp.path(), &["simulate", "--out", "s", "--gpus", "48", "--days", "4", "--seed", "9", "--start", "2026-10-01", "--time-sliced", "4"]);
     let lake = Lake::new(tmp.path().join("s/lake"));
     let window = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 13, 7, 30).unwrap(), Utc.with_ymd_and_hms(2026, 10, 4, 9, 0, 0).unwrap()).unwrap();
     let windowed = std::fs::read_to_string(common::repo_root().join("benches/sql/idle_pods_windowed.sql")).unwrap();
@@ -60,7 +57,11 @@ fn streaming_pass_equals_the_windowed_sql() {
     let mut edges = (0, 0);
     // At the default threshold the whole days 2 and 3 come from their idle rollups (runs of at
     // least 30 minutes, and of at least a minute, the shortest they keep); at 30 % from the samples.
-    for rule in [IdleRule { util_threshold_pct: 5.0, min_secs: 1800 }, IdleRule { util_threshold_pct: 5.0, min_secs: 60 }, IdleRule { util_threshold_pct: 30.0, min_secs: 60 }] {
+    for rule in [
+        IdleRule { util_threshold_pct: 5.0, min_secs: 1800 },
+        IdleRule { util_threshold_pct: 5.0, min_secs: 60 },
+        IdleRule { util_threshold_pct: 30.0, min_secs: 60 },
+    ] {
         let (want, got) = rt.block_on(async {
             let ctx = SessionBuilder::default().build(&lake, &config).await.unwrap();
             let want = run_query(&ctx, "windowed", &windowed, params(&window, rule)).await.unwrap();
@@ -163,10 +164,7 @@ fn day(d: u32) -> chrono::NaiveDate {
 #[test]
 fn bucket_pass_equals_the_group_by() {
     let tmp = tempfile::tempdir().unwrap();
-    common::run_ok(
-        tmp.path(),
-        &["simulate", "--out", "s", "--gpus", "48", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "4"],
-    );
+    common::run_ok(tmp.path(), &["simulate", "--out", "s", "--gpus", "48", "--days", "3", "--seed", "4", "--start", "2026-10-01", "--time-sliced", "4"]);
     let lake = Lake::new(tmp.path().join("s/lake"));
     let window = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 5, 7, 30).unwrap(), Utc.with_ymd_and_hms(2026, 10, 3, 20, 0, 0).unwrap()).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -251,7 +249,11 @@ fn reports_are_the_same_from_rollups_and_from_samples() {
         for (from, to) in [("2026-10-01T00:00:00Z", "2026-10-03T18:00:00Z"), ("2026-10-01T07:03:10Z", "2026-10-04T00:00:00Z")] {
             for report in ["chargeback", "queue", "quota", "completeness", "idle"] {
                 let file = format!("{tag}-{report}-{}.json", &from[11..13]);
-                let o = common::bin().current_dir(tmp.path()).args(["--lake", lake_arg, "report", report, "--from", from, "--to", to, "--format", "json", "-o", &file]).output().unwrap();
+                let o = common::bin()
+                    .current_dir(tmp.path())
+                    .args(["--lake", lake_arg, "report", report, "--from", from, "--to", to, "--format", "json", "-o", &file])
+                    .output()
+                    .unwrap();
                 assert!(matches!(o.status.code(), Some(0) | Some(3)), "{report}: {}", String::from_utf8_lossy(&o.stderr));
                 // A report of several sections writes a folder of files.
                 let path = tmp.path().join(&file);
@@ -338,8 +340,10 @@ fn heatmap_and_daily_pool_from_the_sums_equal_the_per_row_sql() {
     std::fs::remove_dir_all(tmp.path().join("s/lake").join(rollup::DIR)).unwrap();
     let (cells_again, days_again, _, _) = run();
     assert_eq!(cells_again, cells);
-    assert_eq!(days_again.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>(),
-               days.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>());
+    assert_eq!(
+        days_again.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>(),
+        days.iter().map(|d| (d.date.clone(), d.gpu_hours, d.allocated_hours, d.util_pct)).collect::<Vec<_>>()
+    );
 }
 
 /// The queue's hourly pending demand, the quota review's histogram and pending GPU-seconds and
@@ -356,7 +360,10 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
     use gpuledger::lake::rollup::Kind;
     use gpuledger::report::rolled;
     let tmp = tempfile::tempdir().unwrap();
-    common::run_ok(tmp.path(), &["simulate", "--out", "s", "--gpus", "40", "--days", "3", "--seed", "11", "--start", "2026-10-01", "--time-sliced", "3", "--cluster", "east"]);
+    common::run_ok(
+        tmp.path(),
+        &["simulate", "--out", "s", "--gpus", "40", "--days", "3", "--seed", "11", "--start", "2026-10-01", "--time-sliced", "3", "--cluster", "east"],
+    );
     let lake = Lake::new(tmp.path().join("s/lake"));
     let cut = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 5, 7, 30).unwrap(), Utc.with_ymd_and_hms(2026, 10, 3, 18, 52, 0).unwrap()).unwrap();
     let whole = Window::new(Utc.with_ymd_and_hms(2026, 10, 1, 0, 0, 0).unwrap(), Utc.with_ymd_and_hms(2026, 10, 4, 0, 0, 0).unwrap()).unwrap();

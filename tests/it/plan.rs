@@ -50,7 +50,10 @@ fn plan_replays_a_simulated_month() {
     let d = dir.path();
     common::run_ok(d, &["simulate", "--out", "sim", "--gpus", "64", "--days", "31", "--seed", "7", "--start", "2026-10-01"]);
     std::fs::write(d.join("s.toml"), SCENARIOS).unwrap();
-    let out = common::run_ok(d, &["--lake", "sim/lake", "plan", "--month", "2026-10", "--scenario", "s.toml", "--optimize", "--max-replays", "60", "--format", "json"]);
+    let out = common::run_ok(
+        d,
+        &["--lake", "sim/lake", "plan", "--month", "2026-10", "--scenario", "s.toml", "--optimize", "--max-replays", "60", "--format", "json"],
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let ledger: Value = serde_json::from_str(&std::fs::read_to_string(d.join("sim/ledger.json")).unwrap()).unwrap();
 
@@ -84,8 +87,24 @@ fn plan_replays_a_simulated_month() {
         by.entry(row["scenario"].as_str().unwrap().to_string()).or_default().push(row);
     }
     // A scenario that changes nothing is the baseline, row for row.
-    assert_eq!(by["same as recorded"].iter().map(|r| { let mut r = (*r).clone(); r["scenario"] = Value::Null; r }).collect::<Vec<_>>(),
-               by["baseline"].iter().map(|r| { let mut r = (*r).clone(); r["scenario"] = Value::Null; r }).collect::<Vec<_>>());
+    assert_eq!(
+        by["same as recorded"]
+            .iter()
+            .map(|r| {
+                let mut r = (*r).clone();
+                r["scenario"] = Value::Null;
+                r
+            })
+            .collect::<Vec<_>>(),
+        by["baseline"]
+            .iter()
+            .map(|r| {
+                let mut r = (*r).clone();
+                r["scenario"] = Value::Null;
+                r
+            })
+            .collect::<Vec<_>>()
+    );
     // Each scenario's rows (namespaces and __unallocated__) add up to its pool x the month.
     let hours = 31.0 * 24.0;
     for (name, pool) in [("baseline", 64.0), ("25% to team-llm", 64.0), ("two more H100 nodes", 80.0), ("batch only at night", 64.0)] {
@@ -94,7 +113,10 @@ fn plan_replays_a_simulated_month() {
     }
     let ns_row = |scenario: &str, ns: &str| *by[scenario].iter().find(|r| r["namespace"] == ns).unwrap();
     assert_eq!(num(&ns_row("25% to team-llm", "team-llm")["quota_gpus"]), 16.0);
-    assert!(num(&ns_row("25% to team-llm", "team-llm")["wait_p95_min"]) > num(&ns_row("baseline", "team-llm")["wait_p95_min"]), "a smaller quota makes team-llm wait longer");
+    assert!(
+        num(&ns_row("25% to team-llm", "team-llm")["wait_p95_min"]) > num(&ns_row("baseline", "team-llm")["wait_p95_min"]),
+        "a smaller quota makes team-llm wait longer"
+    );
     let summary = section(&doc, "plan_summary");
     let srow = |name: &str| summary["rows"].as_array().unwrap().iter().find(|r| r["scenario"] == name).unwrap().clone();
     assert!(num(&srow("two more H100 nodes")["pending_gpu_hours"]) < num(&srow("baseline")["pending_gpu_hours"]) / 2.0);
@@ -155,12 +177,20 @@ fn scenario_errors_name_the_key() {
     let d = dir.path();
     common::run_ok(d, &["simulate", "--out", "sim", "--gpus", "16", "--days", "2", "--seed", "3", "--start", "2026-10-01"]);
     std::fs::write(d.join("typo.toml"), "[[scenario]]\nname = \"x\"\n[scenario.quota]\nteam-llm = 4\n").unwrap();
-    let out = common::bin().current_dir(d).args(["--lake", "sim/lake", "plan", "--from", "2026-10-01", "--to", "2026-10-03", "--scenario", "typo.toml"]).output().unwrap();
+    let out = common::bin()
+        .current_dir(d)
+        .args(["--lake", "sim/lake", "plan", "--from", "2026-10-01", "--to", "2026-10-03", "--scenario", "typo.toml"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("typo.toml") && err.contains("quota"), "{err}");
     std::fs::write(d.join("ns.toml"), "[[scenario]]\nname = \"x\"\n[scenario.quotas]\nteam-nope = \"10%\"\n").unwrap();
-    let out = common::bin().current_dir(d).args(["--lake", "sim/lake", "plan", "--from", "2026-10-01", "--to", "2026-10-03", "--scenario", "ns.toml"]).output().unwrap();
+    let out = common::bin()
+        .current_dir(d)
+        .args(["--lake", "sim/lake", "plan", "--from", "2026-10-01", "--to", "2026-10-03", "--scenario", "ns.toml"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("scenario[0] (x).quotas.team-nope") && err.contains("team-llm"), "{err}");

@@ -37,17 +37,7 @@ fn gl(dir: &Path, args: &[&str]) -> std::process::Output {
 
 /// Replaces digits after "took" and durations like "1.23s" so snapshots are stable.
 fn filter_timings(text: &str) -> String {
-    text.lines()
-        .map(|l| {
-            if let Some(i) = l.find("took") {
-                format!("{}took [TIME]", &l[..i])
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
+    text.lines().map(|l| if let Some(i) = l.find("took") { format!("{}took [TIME]", &l[..i]) } else { l.to_string() }).collect::<Vec<_>>().join("\n") + "\n"
 }
 
 /// `actual` against `tests/snapshots/<name>.snap` (insta: a change is written beside it as
@@ -191,7 +181,13 @@ fn named_parameters_stdin_and_errors() {
     assert_eq!(n, direct);
     assert!(n.lines().nth(1).unwrap().parse::<u64>().unwrap() > 0);
     // Parameters compare with timestamps too.
-    let t = q(&["SELECT count(*) AS n FROM gpu_samples WHERE ts >= $from AND ts < $to", "--param", "from=2026-10-02T00:00:00Z", "--param", "to=2026-10-02T01:00:00Z"]);
+    let t = q(&[
+        "SELECT count(*) AS n FROM gpu_samples WHERE ts >= $from AND ts < $to",
+        "--param",
+        "from=2026-10-02T00:00:00Z",
+        "--param",
+        "to=2026-10-02T01:00:00Z",
+    ]);
     let lit = q(&["SELECT count(*) AS n FROM gpu_samples WHERE ts >= TIMESTAMP '2026-10-02T00:00:00Z' AND ts < TIMESTAMP '2026-10-02T01:00:00Z'"]);
     assert_eq!(t, lit);
     let rows: u64 = t.lines().nth(1).unwrap().parse().unwrap();
@@ -219,7 +215,16 @@ fn tables_documents_every_column() {
     let f = fixture();
     let _turn = serial();
     let text = common::stdout(&common::run_ok(&f.dir, &["--config", "d/gpuledger.toml", "tables"]));
-    for name in ["gpu_samples  (table)", "pods  (table)", "usage  (view)", "pod_runs  (view)", "daily_usage  (view)", "gpu_prices  (config table)", "teams_config  (config table)", "teams  (view)"] {
+    for name in [
+        "gpu_samples  (table)",
+        "pods  (table)",
+        "usage  (view)",
+        "pod_runs  (view)",
+        "daily_usage  (view)",
+        "gpu_prices  (config table)",
+        "teams_config  (config table)",
+        "teams  (view)",
+    ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
     for section in text.split("\n\n").filter(|s| !s.trim().is_empty()) {
@@ -303,7 +308,15 @@ fn interactive_prompt_on_a_terminal() {
     let mut stdin = child.stdin.take().unwrap();
     let typist = std::thread::spawn(move || {
         use std::io::Write;
-        for line in ["SELECT 41 + 1", "  AS answer;", "\\d usage", "\\param ns=team-llm", "SELECT count(*) > 0 AS some FROM pod_runs WHERE namespace = $ns;", "DROP TABLE pods;", "\\q"] {
+        for line in [
+            "SELECT 41 + 1",
+            "  AS answer;",
+            "\\d usage",
+            "\\param ns=team-llm",
+            "SELECT count(*) > 0 AS some FROM pod_runs WHERE namespace = $ns;",
+            "DROP TABLE pods;",
+            "\\q",
+        ] {
             std::thread::sleep(std::time::Duration::from_millis(700));
             stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
             stdin.flush().unwrap();

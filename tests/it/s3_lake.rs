@@ -12,8 +12,8 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::NaiveDate;
 use crate::common::moto::{self, Moto};
+use chrono::NaiveDate;
 use gpuledger::collect::state::{Checkpoints, LakeLock, StateError};
 use gpuledger::config::S3Config;
 use gpuledger::lake::{reader::read_partition, write_partition, Lake, Table};

@@ -41,7 +41,8 @@ fn fixture() -> &'static Fixture {
         let dir = tmp.path().to_path_buf();
         common::run_ok(&dir, &["simulate", "--out", "s", "--gpus", "16", "--days", "3", "--seed", "7", "--start", "2026-10-01"]);
         std::fs::write(dir.join("s/gpuledger.toml"), format!("[lake]\npath = \"lake\"\n\n[teams]\n{TEAM_NS} = \"{TEAM}\"\n")).unwrap();
-        let out = common::run_ok(&dir, &["--config", "s/gpuledger.toml", "report", "chargeback", "--from", "2026-10-01", "--to", "2026-10-04", "--format", "csv"]);
+        let out =
+            common::run_ok(&dir, &["--config", "s/gpuledger.toml", "report", "chargeback", "--from", "2026-10-01", "--to", "2026-10-04", "--format", "csv"]);
         let (header, rows) = common::parse_csv(&common::stdout(&out));
         let col = |k: &str| header.iter().position(|h| h == k).unwrap();
         let row = rows.iter().find(|r| r[col("namespace")] == TEAM_NS).expect("the team's row");
@@ -196,7 +197,11 @@ fn psql_lists_the_lake_answers_the_cookbook_and_is_refused_writes_and_a_wrong_pa
 #[test]
 fn psycopg_and_pandas_through_sqlalchemy() {
     let py = std::env::var("GPULEDGER_PG_PYTHON").unwrap_or_else(|_| "python3".into());
-    if !client("psycopg, pandas and SQLAlchemy", works(Command::new(&py).args(["-c", "import psycopg, pandas, sqlalchemy"])), "pip install 'psycopg[binary]' pandas sqlalchemy; GPULEDGER_PG_PYTHON") {
+    if !client(
+        "psycopg, pandas and SQLAlchemy",
+        works(Command::new(&py).args(["-c", "import psycopg, pandas, sqlalchemy"])),
+        "pip install 'psycopg[binary]' pandas sqlalchemy; GPULEDGER_PG_PYTHON",
+    ) {
         return;
     }
     let f = fixture();
@@ -254,7 +259,12 @@ fn the_postgresql_jdbc_driver() {
 /// The PostgreSQL JDBC driver's jar, where it and a Java are installed.
 fn jdbc_jar() -> Option<String> {
     let jar = std::env::var("GPULEDGER_JDBC_JAR").unwrap_or_else(|_| "/usr/share/java/postgresql.jar".into());
-    client("the PostgreSQL JDBC driver", Path::new(&jar).is_file() && works(Command::new("java").arg("-version")), "apt-get install libpostgresql-jdbc-java default-jre-headless").then_some(jar)
+    client(
+        "the PostgreSQL JDBC driver",
+        Path::new(&jar).is_file() && works(Command::new("java").arg("-version")),
+        "apt-get install libpostgresql-jdbc-java default-jre-headless",
+    )
+    .then_some(jar)
 }
 
 fn client_args(port: u16) -> Vec<String> {
@@ -297,7 +307,10 @@ fn a_lake_that_changes_under_readers_gives_the_old_or_the_new_day_and_new_days_w
         let out = psql(s.port, PASSWORD, &["-At", "-c", sql]);
         if out.status.success() {
             let text = String::from_utf8_lossy(&out.stdout);
-            Ok(text.trim().parse().unwrap_or_else(|e| panic!("{sql}: psql printed {text:?} ({e}); stderr: {}\n{}", String::from_utf8_lossy(&out.stderr), s.log())))
+            Ok(text
+                .trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("{sql}: psql printed {text:?} ({e}); stderr: {}\n{}", String::from_utf8_lossy(&out.stderr), s.log())))
         } else {
             Err(String::from_utf8_lossy(&out.stderr).into_owned())
         }
@@ -348,7 +361,10 @@ fn a_lake_that_changes_under_readers_gives_the_old_or_the_new_day_and_new_days_w
     assert_eq!(count(&s, "SELECT COUNT(DISTINCT date) FROM gpu_samples").unwrap(), 3);
     publish(&day("2026-10-03"), &day("2026-10-04"));
     assert_eq!(count(&s, "SELECT COUNT(DISTINCT date) FROM gpu_samples").unwrap(), 4, "the new day without a restart");
-    assert_eq!(count(&s, "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-04'").unwrap(), count(&s, "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-03'").unwrap());
+    assert_eq!(
+        count(&s, "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-04'").unwrap(),
+        count(&s, "SELECT COUNT(*) FROM gpu_samples WHERE date = '2026-10-03'").unwrap()
+    );
     // A day being written (marked, its file not yet recorded), then a published day file
     // deleted: the server keeps the last whole view, and says why.
     let lake = gpuledger::lake::Lake::new(dir.join("s/lake"));
@@ -437,7 +453,14 @@ fn tls_from_pem_files() {
     assert!(text.lines().any(|l| l == "42"), "over TLS: {text} {}", String::from_utf8_lossy(&out.stderr));
     // Plain text to the same server: SCRAM-SHA-256, never the -PLUS that binds to a TLS
     // channel there is not (libpq refuses a server that offers it over plain text).
-    let plain = |port: u16| Command::new("psql").env("PGPASSWORD", PASSWORD).arg(format!("host=127.0.0.1 port={port} user={USER} dbname=finance sslmode=disable")).args(["-X", "-At", "-c", "SELECT 6 * 7"]).output().unwrap();
+    let plain = |port: u16| {
+        Command::new("psql")
+            .env("PGPASSWORD", PASSWORD)
+            .arg(format!("host=127.0.0.1 port={port} user={USER} dbname=finance sslmode=disable"))
+            .args(["-X", "-At", "-c", "SELECT 6 * 7"])
+            .output()
+            .unwrap()
+    };
     let out = plain(s.port);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "plain text where TLS is optional: {}", String::from_utf8_lossy(&out.stderr));
     drop(s);
@@ -448,7 +471,12 @@ fn tls_from_pem_files() {
     let out = plain(s.port);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("requires TLS"), "plain text where TLS is required: {err}");
-    let out = Command::new("psql").env("PGPASSWORD", PASSWORD).arg(format!("host=127.0.0.1 port={} user={USER} dbname=finance sslmode=require", s.port)).args(["-X", "-At", "-c", "SELECT 6 * 7"]).output().unwrap();
+    let out = Command::new("psql")
+        .env("PGPASSWORD", PASSWORD)
+        .arg(format!("host=127.0.0.1 port={} user={USER} dbname=finance sslmode=require", s.port))
+        .args(["-X", "-At", "-c", "SELECT 6 * 7"])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "TLS where it is required: {}", String::from_utf8_lossy(&out.stderr));
 
     // A server that cannot start for its TLS configuration exits 2 (configuration), naming
@@ -459,7 +487,12 @@ fn tls_from_pem_files() {
         (&["--tls-cert", k, "--tls-key", c][..], format!("TLS: {k}")),
         (&["--tls-required"][..], "needs a TLS certificate and key".to_string()),
     ] {
-        let out = common::bin().current_dir(&f.dir).args(["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0", "--users", "users.txt"]).args(extra).output().unwrap();
+        let out = common::bin()
+            .current_dir(&f.dir)
+            .args(["--config", "s/gpuledger.toml", "serve", "--listen", "127.0.0.1:0", "--users", "users.txt"])
+            .args(extra)
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
         assert!(err.contains(&says), "{extra:?}: {err}");
@@ -533,7 +566,8 @@ fn a_scoped_user_reads_only_its_teams_rows() {
     // The extended protocol: JDBC prepares the statements (planned when parsed).
     let Some(jar) = jdbc_jar() else { return };
     let others = f.dir.join("others.sql");
-    std::fs::write(&others, "SELECT CAST(COALESCE(SUM(cloud_cost), 0) AS DECIMAL(20, 2)) AS cloud_cost FROM usage WHERE month = $month AND namespace <> $team").unwrap();
+    std::fs::write(&others, "SELECT CAST(COALESCE(SUM(cloud_cost), 0) AS DECIMAL(20, 2)) AS cloud_cost FROM usage WHERE month = $month AND namespace <> $team")
+        .unwrap();
     let jdbc = |user: &str, sql: &Path, team: &str| -> Value {
         let args = ["127.0.0.1".to_string(), s.port.to_string(), user.into(), PASSWORD.into(), sql.display().to_string(), MONTH.into(), team.into()];
         let out = Command::new("java").args(["-cp", &jar]).arg(common::repo_root().join("tests/pg_clients/JdbcClient.java")).args(args).output().unwrap();
@@ -674,7 +708,11 @@ fn an_exposed_server_stays_bounded() {
     std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     let first = psql(s.port, PASSWORD, &["-At", "-c", "SELECT 1"]);
-    assert!(String::from_utf8_lossy(&first.stderr).contains("too many clients"), "the silent sockets hold the slots: {}", String::from_utf8_lossy(&first.stderr));
+    assert!(
+        String::from_utf8_lossy(&first.stderr).contains("too many clients"),
+        "the silent sockets hold the slots: {}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     loop {
         let out = psql(s.port, PASSWORD, &["-At", "-c", "SELECT 1"]);
         if out.status.success() {
@@ -696,7 +734,11 @@ fn an_exposed_server_stays_bounded() {
     let guessing = t.elapsed();
     eprintln!("40 wrong passwords took {guessing:?}");
     assert!(guessing >= Duration::from_secs(5), "40 wrong passwords in {guessing:?}");
-    let out = Command::new("psql").env("PGPASSWORD", "x").args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "-U", "finance:typed-secret", "-d", "finance", "-X", "-c", "SELECT 1"]).output().unwrap();
+    let out = Command::new("psql")
+        .env("PGPASSWORD", "x")
+        .args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "-U", "finance:typed-secret", "-d", "finance", "-X", "-c", "SELECT 1"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let out = psql(s.port, PASSWORD, &["-At", "-c", "SELECT 41 + 1"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42", "the right password still logs in: {}", String::from_utf8_lossy(&out.stderr));
@@ -752,7 +794,10 @@ fn the_grafana_dashboard_panels_run_through_serve() {
     assert_eq!((of(&tables[0], TEAM_NS, "cloud_cost") * 100.0).round() as i64, f.cloud_cents, "chargeback panel vs the chargeback report");
     let ledger_h = |ns: &str, k: &str| ledger["namespaces"][ns][k].as_f64().unwrap();
     let unallocated = of(&tables[1], "__unallocated__", "idle_gpu_hours");
-    assert!((unallocated - ledger_h("__unallocated__", "gpu_hours")).abs() <= 0.005 * ledger_h("__unallocated__", "gpu_hours") + 0.05, "unallocated {unallocated} vs ledger");
+    assert!(
+        (unallocated - ledger_h("__unallocated__", "gpu_hours")).abs() <= 0.005 * ledger_h("__unallocated__", "gpu_hours") + 0.05,
+        "unallocated {unallocated} vs ledger"
+    );
     let total: f64 = tables[1].iter().map(|r| r["gpu_hours"].parse::<f64>().unwrap()).sum();
     let pool = ledger["cluster_gpu_seconds"].as_f64().unwrap() / 3600.0;
     assert!((total - pool).abs() <= 0.05 * tables[1].len() as f64 + 1e-6, "idle panel's GPU-hours {total} vs the pool {pool}");

@@ -50,7 +50,12 @@ fn assert_sheet_is_the_csv(sheet: &Value, csv: &str) {
                 Value::Null => assert!(text.is_empty(), "{name} row {r} {}: empty cell for {text:?}", header[c]),
                 Value::Number(n) => {
                     numbers += 1;
-                    assert_eq!(n.as_f64().unwrap(), text.parse::<f64>().unwrap_or_else(|_| panic!("{name} row {r} {}: a number for {text:?}", header[c])), "{name} row {r} {}", header[c]);
+                    assert_eq!(
+                        n.as_f64().unwrap(),
+                        text.parse::<f64>().unwrap_or_else(|_| panic!("{name} row {r} {}: a number for {text:?}", header[c])),
+                        "{name} row {r} {}",
+                        header[c]
+                    );
                 }
                 Value::String(s) => assert_eq!(s, text, "{name} row {r} {}", header[c]),
                 other => panic!("{name} row {r} {}: {other}", header[c]),
@@ -71,7 +76,8 @@ fn every_report_as_a_workbook_equals_its_csv() {
     let month = dir.join("r/2026-10");
     let book = read(&py, &month.join("gpuledger-2026-10.xlsx"));
     let sheets = book["sheets"].as_array().unwrap();
-    let csvs: Vec<String> = std::fs::read_dir(&month).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".csv")).collect();
+    let csvs: Vec<String> =
+        std::fs::read_dir(&month).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".csv")).collect();
     assert!(sheets.len() >= 8 && sheets.len() == csvs.len(), "a worksheet per section: {} sheets, {} CSV files {csvs:?}", sheets.len(), csvs.len());
     // Finance opens the book on the month at a glance.
     assert_eq!((sheets[0]["name"].as_str(), sheets[1]["name"].as_str()), (Some("summary"), Some("summary_teams")));

@@ -24,8 +24,8 @@ use super::prometheus::Series;
 use crate::config::PrometheusConfig;
 use crate::domain::dcgm_field::{Field, FieldValues};
 use crate::domain::mig::mig_share;
-use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder};
 use crate::domain::units::{UNKNOWN_MODEL, UNMEASURED};
+use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder};
 
 /// An energy counter is interpolated across a gap of at most this (or the lookback, if longer):
 /// its delta is the energy used in the gap even where no other sample covers it, and a driver
@@ -263,7 +263,12 @@ impl DcgmGrid {
             let cells = self.cells;
             let (_, grid) = self.units.entry(key).or_insert_with(|| {
                 let share = profile.as_deref().map_or(1.0, |p| mig_share(p, &model));
-                let info = UnitInfo { gpu_index: s.labels.get("gpu").and_then(|g| g.parse().ok()).unwrap_or(0), model: model.clone(), profile: profile.clone(), share };
+                let info = UnitInfo {
+                    gpu_index: s.labels.get("gpu").and_then(|g| g.parse().ok()).unwrap_or(0),
+                    model: model.clone(),
+                    profile: profile.clone(),
+                    share,
+                };
                 (info, vec![Cell::default(); cells])
             });
             for &(t, v) in &s.samples {
@@ -308,7 +313,14 @@ impl DcgmGrid {
     /// spans the holes.
     /// `samples` are one series' samples (its chunks joined), in time order. Returns the steps
     /// filled.
-    pub fn fill(&mut self, field: Field, labels: &BTreeMap<String, String>, samples: &[(i64, f64)], cfg: &PrometheusConfig, fallback_interval_ms: i64) -> usize {
+    pub fn fill(
+        &mut self,
+        field: Field,
+        labels: &BTreeMap<String, String>,
+        samples: &[(i64, f64)],
+        cfg: &PrometheusConfig,
+        fallback_interval_ms: i64,
+    ) -> usize {
         let Some(uuid) = labels.get("UUID").or_else(|| labels.get("uuid")) else { return 0 };
         let node = LabelPick::plain(&cfg.labels.node).get(labels).unwrap_or("").to_string();
         let profile = labels.get("GPU_I_PROFILE").filter(|p| !p.is_empty());
@@ -366,7 +378,6 @@ impl DcgmGrid {
     pub fn cells_seen(&self) -> usize {
         self.units.values().map(|(_, g)| g.iter().filter(|c| c.seen).count()).sum()
     }
-
 }
 
 /// The median gap between consecutive samples: the series' own scrape interval.
@@ -516,7 +527,8 @@ mod lookback_tests {
     use arrow::array::{Array, AsArray, Float64Array};
 
     fn labels(pod: Option<&str>) -> BTreeMap<String, String> {
-        let mut l: BTreeMap<String, String> = [("UUID", "GPU-1"), ("Hostname", "n1"), ("modelName", "NVIDIA L4"), ("gpu", "0")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut l: BTreeMap<String, String> =
+            [("UUID", "GPU-1"), ("Hostname", "n1"), ("modelName", "NVIDIA L4"), ("gpu", "0")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         if let Some(p) = pod {
             l.insert("namespace".into(), "a".into());
             l.insert("pod".into(), p.into());
@@ -528,7 +540,8 @@ mod lookback_tests {
     fn grid(to_s: i64, step_s: u32, data: &[(Field, Option<&str>, Vec<(i64, f64)>)]) -> RecordBatch {
         let cfg = PrometheusConfig::default();
         let mut g = DcgmGrid::new(0, to_s * 1000, step_s);
-        let series: Vec<(Field, Series)> = data.iter().map(|(f, pod, s)| (*f, Series { labels: labels(*pod), samples: s.iter().map(|(t, v)| (t * 1000, *v)).collect() })).collect();
+        let series: Vec<(Field, Series)> =
+            data.iter().map(|(f, pod, s)| (*f, Series { labels: labels(*pod), samples: s.iter().map(|(t, v)| (t * 1000, *v)).collect() })).collect();
         for (f, s) in &series {
             g.add(*f, std::slice::from_ref(s), &cfg);
         }
@@ -625,7 +638,8 @@ mod lookback_tests {
                 let (p1, p2): (Vec<_>, Vec<_>) = scrapes.iter().partition(|(t, _)| *t < 3_600_000);
                 let cfg = PrometheusConfig::default();
                 let mut g = DcgmGrid::new(0, 7_200_000, step);
-                let series = [(Field::Util, Series { labels: labels(Some("p1")), samples: p1 }), (Field::Util, Series { labels: labels(Some("p2")), samples: p2 })];
+                let series =
+                    [(Field::Util, Series { labels: labels(Some("p1")), samples: p1 }), (Field::Util, Series { labels: labels(Some("p2")), samples: p2 })];
                 for (f, se) in &series {
                     g.add(*f, std::slice::from_ref(se), &cfg);
                 }
@@ -680,8 +694,10 @@ mod pool_tests {
     use arrow::datatypes::Float64Type;
 
     fn labels(uuid: &str, node: &str, extra: &[(&str, &str)]) -> BTreeMap<String, String> {
-        let mut l: BTreeMap<String, String> =
-            [("UUID", uuid), ("Hostname", node), ("modelName", "NVIDIA A100-SXM4-80GB"), ("gpu", "0")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut l: BTreeMap<String, String> = [("UUID", uuid), ("Hostname", node), ("modelName", "NVIDIA A100-SXM4-80GB"), ("gpu", "0")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         l.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         l
     }
@@ -690,7 +706,8 @@ mod pool_tests {
     fn grid(to_s: i64, series: &[(Field, BTreeMap<String, String>, Vec<(i64, f64)>)], capacity: BTreeMap<String, Vec<(u32, bool)>>) -> (RecordBatch, PoolNote) {
         let cfg = PrometheusConfig::default();
         let mut g = DcgmGrid::new(0, to_s * 1000, 30);
-        let series: Vec<(Field, Series)> = series.iter().map(|(f, l, s)| (*f, Series { labels: l.clone(), samples: s.iter().map(|(t, v)| (t * 1000, *v)).collect() })).collect();
+        let series: Vec<(Field, Series)> =
+            series.iter().map(|(f, l, s)| (*f, Series { labels: l.clone(), samples: s.iter().map(|(t, v)| (t * 1000, *v)).collect() })).collect();
         for (f, s) in &series {
             g.add(*f, std::slice::from_ref(s), &cfg);
         }
@@ -809,10 +826,8 @@ mod pool_tests {
     /// multiple of them, so the third is a GPU DCGM never showed.
     #[test]
     fn capacity_that_multiplies_the_gpus_is_a_sharing_layers() {
-        let series: Vec<(Field, BTreeMap<String, String>, Vec<(i64, f64)>)> = ["0", "1"]
-            .iter()
-            .map(|ix| (Field::Util, labels(&format!("GPU-{ix}"), "n1", &[("gpu", ix)]), (0..60).map(|k| (k * 30, 5.0)).collect()))
-            .collect();
+        let series: Vec<(Field, BTreeMap<String, String>, Vec<(i64, f64)>)> =
+            ["0", "1"].iter().map(|ix| (Field::Util, labels(&format!("GPU-{ix}"), "n1", &[("gpu", ix)]), (0..60).map(|k| (k * 30, 5.0)).collect())).collect();
         let mut cap = BTreeMap::new();
         cap.insert("n1".to_string(), vec![(8, true); 60]);
         let (b, note) = grid(1800, &series, cap);
@@ -850,7 +865,9 @@ mod pool_tests {
         let uuid = uuid.as_string::<i32>();
         let ns = arrow::compute::cast(b.column_by_name("namespace").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
         let ns = ns.as_string::<i32>();
-        let count = |u: &str, unmeasured: bool| (0..b.num_rows()).filter(|&i| uuid.value(i) == u && (ns.is_valid(i) && ns.value(i) == UNMEASURED) == unmeasured).count();
+        let count = |u: &str, unmeasured: bool| {
+            (0..b.num_rows()).filter(|&i| uuid.value(i) == u && (ns.is_valid(i) && ns.value(i) == UNMEASURED) == unmeasured).count()
+        };
         // GPU-1 0-600 s; the lookback stands the last samples before the hole to 1470 s.
         assert_eq!((count("GPU-1", false), count("GPU-1", true)), (20, 0), "the old board ends at its last sample's interval");
         assert_eq!(count("GPU-9", false) + count("GPU-9", true), 30, "the new board from 900 s, the outage unmeasured");

@@ -70,7 +70,8 @@ impl DcgmGrid {
         // The GPU exists at step c: between its units' first and last sample, or while its node
         // reports GPU capacity (and no newer board has taken its place).
         let first_seen = keys.iter().filter_map(|k| self.spans.get(*k).map(|s| s.0)).min();
-        let exists = |c: usize| keys.iter().any(|k| within(k, c)) || (node_capacity.is_some_and(|v| v[c].1) && self.capacity_covers(&keys[0].uuid, first_seen, c));
+        let exists =
+            |c: usize| keys.iter().any(|k| within(k, c)) || (node_capacity.is_some_and(|v| v[c].1) && self.capacity_covers(&keys[0].uuid, first_seen, c));
         // An instance silent at a step inside its own span while others of its GPU report.
         let silent = |c: usize| instances.iter().filter(move |(k, (_, g))| !g[c].seen && within(k, c));
         // The parent's row (whole GPU, or the unpartitioned rest of a MIG GPU), cell by cell.
@@ -194,7 +195,18 @@ impl DcgmGrid {
     /// utilisation where the vGPU monitor has one (else the GPU's); the rest of the GPU, if
     /// any, one row without a holder and without a utilisation of its own.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn push_hami_rows(&self, rows: &mut GpuSamplesBuilder, key: &UnitKey, info: &UnitInfo, cell: &Cell, parts: &[HamiPart], counters: Option<&Vec<Option<f64>>>, counted: &mut Option<f64>, c: usize, step_s: i32) {
+    pub(super) fn push_hami_rows(
+        &self,
+        rows: &mut GpuSamplesBuilder,
+        key: &UnitKey,
+        info: &UnitInfo,
+        cell: &Cell,
+        parts: &[HamiPart],
+        counters: Option<&Vec<Option<f64>>>,
+        counted: &mut Option<f64>,
+        c: usize,
+        step_s: i32,
+    ) {
         let v = |f: Field| cell.values[f];
         let energy = step_energy(counters, c, v(Field::Power), step_s);
         let gpu_util = v(Field::Util).or_else(|| v(Field::EngineActive).map(|r| r * 100.0));

@@ -10,11 +10,11 @@
 //! decoding the columns costs; a rollup costs a hundredth of that. `queries/chargeback_grain.sql`
 //! prices the result, handed in as the table `gpu_buckets`.
 
+use crate::domain::window::Window;
 use crate::lake::buckets::BucketSums;
 pub use crate::lake::buckets::{schema, BucketError, BUCKET_MS};
 use crate::lake::rollup::Kind;
 use crate::lake::Lake;
-use crate::domain::window::Window;
 
 pub const TABLE: &str = "gpu_buckets";
 

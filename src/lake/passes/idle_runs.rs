@@ -23,16 +23,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{
-    Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray,
-    TimestampMillisecondArray,
+    Array, ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
+use crate::domain::window::Window;
 use crate::lake::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
 use crate::lake::scan::ScanError;
 use crate::lake::schema::ts_type;
 use crate::lake::{Lake, Table};
-use crate::domain::window::Window;
 
 pub const HOLDING_TABLE: &str = "idle_holding";
 pub const RUNS_TABLE: &str = "idle_runs";
@@ -183,7 +182,15 @@ pub const ROLLUP_MIN_RUN_SECS: i64 = 60;
 impl IdleDay {
     /// A report's day under `rule`: its runs of at least `rule.min_secs` and those a step short.
     pub fn new(rule: IdleRule) -> IdleDay {
-        IdleDay { threshold_pct: rule.util_threshold_pct, min_secs: rule.min_secs, edges: true, holdings: Vec::new(), index: HashMap::new(), interior: Vec::new(), rows: 0 }
+        IdleDay {
+            threshold_pct: rule.util_threshold_pct,
+            min_secs: rule.min_secs,
+            edges: true,
+            holdings: Vec::new(),
+            index: HashMap::new(),
+            interior: Vec::new(),
+            rows: 0,
+        }
     }
 
     /// The day as the rollups store it.
@@ -193,12 +200,27 @@ impl IdleDay {
 
     /// Folds the rows of `b` (from `path`) with a pod, `ts` in `[start_ms, end_ms)` and, where
     /// `cluster` is given, of that cluster (a null cluster is `default`).
-    pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64, cluster: Option<&str>) -> Result<(), IdleScanError> {
+    pub fn add(
+        &mut self,
+        strings: &Mutex<Interner>,
+        path: &Path,
+        b: &RecordBatch,
+        start_ms: i64,
+        end_ms: i64,
+        cluster: Option<&str>,
+    ) -> Result<(), IdleScanError> {
         let p = path.display().to_string();
         let cols = Columns::of(b, &p)?;
         let (gpu_ids, model_ids, ns_ids, pod_ids, cluster_ids, default_cluster) = {
             let mut s = strings.lock().expect("interner lock");
-            (s.map_values(&cols.gpu), s.map_values(&cols.model), s.map_values(&cols.ns), s.map_values(&cols.pod), s.map_values(&cols.cluster), s.id(crate::domain::units::DEFAULT_CLUSTER))
+            (
+                s.map_values(&cols.gpu),
+                s.map_values(&cols.model),
+                s.map_values(&cols.ns),
+                s.map_values(&cols.pod),
+                s.map_values(&cols.cluster),
+                s.id(crate::domain::units::DEFAULT_CLUSTER),
+            )
         };
         let wanted = cluster.map(|c| strings.lock().expect("interner lock").id(c));
         let mut cached: Option<(Key, usize)> = None;
@@ -222,12 +244,8 @@ impl IdleDay {
                 continue;
             }
             self.rows += 1;
-            let key = Key {
-                gpu: row_id(&cols.gpu, &gpu_ids, i),
-                gi: if cols.gi.is_null(i) { -1 } else { cols.gi.value(i) },
-                ns: row_id(&cols.ns, &ns_ids, i),
-                pod,
-            };
+            let key =
+                Key { gpu: row_id(&cols.gpu, &gpu_ids, i), gi: if cols.gi.is_null(i) { -1 } else { cols.gi.value(i) }, ns: row_id(&cols.ns, &ns_ids, i), pod };
             let h = match cached {
                 Some((k, h)) if k == key => h,
                 _ => {
@@ -368,7 +386,17 @@ impl Merger {
         for d in &day.holdings {
             let holdings = &mut self.holdings;
             let h = *self.index.entry(d.key).or_insert_with(|| {
-                holdings.push(Holding { key: d.key, model: d.model, has_gi: d.has_gi, held_us: 0, steps: 0, idle_steps: 0, drops: 0, prev_idle: false, open: None });
+                holdings.push(Holding {
+                    key: d.key,
+                    model: d.model,
+                    has_gi: d.has_gi,
+                    held_us: 0,
+                    steps: 0,
+                    idle_steps: 0,
+                    drops: 0,
+                    prev_idle: false,
+                    open: None,
+                });
                 holdings.len() - 1
             });
             at.push(h);
@@ -433,7 +461,9 @@ pub fn scan(lake: &Lake, window: &Window, rule: IdleRule, cluster: Option<&str>)
         let date = super::rolled::date_of(&path).ok_or_else(|| IdleScanError::Scan(ScanError::NotADay { path: path.clone() }))?;
         let day_ms = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
         let whole = start_ms <= day_ms && end_ms >= day_ms + 86_400_000;
-        let stored = whole && rollup_usable && crate::lake::rollup::kinds_current(lake, &[crate::lake::rollup::Kind::IdleHoldings, crate::lake::rollup::Kind::IdleStretches], date, &path);
+        let stored = whole
+            && rollup_usable
+            && crate::lake::rollup::kinds_current(lake, &[crate::lake::rollup::Kind::IdleHoldings, crate::lake::rollup::Kind::IdleStretches], date, &path);
         days.push((date, path, stored));
     }
     // The days without current rollups, from their samples on every core.
@@ -671,12 +701,20 @@ impl IdleDay {
 
     /// A day back from its two rollup batches (label ids from `strings`), only `cluster`'s
     /// holdings where one is given, runs inside the day kept under a rule of `min_secs`.
-    fn from_batches(holdings: &[RecordBatch], stretches: &[RecordBatch], strings: &Mutex<Interner>, cluster: Option<&str>, min_secs: i64) -> Result<IdleDay, String> {
+    fn from_batches(
+        holdings: &[RecordBatch],
+        stretches: &[RecordBatch],
+        strings: &Mutex<Interner>,
+        cluster: Option<&str>,
+        min_secs: i64,
+    ) -> Result<IdleDay, String> {
         let mut day = IdleDay::new(IdleRule { util_threshold_pct: ROLLUP_THRESHOLD_PCT, min_secs });
         let mut s = strings.lock().expect("interner lock");
         let wanted = cluster.map(|c| s.id(c));
         let col = |b: &RecordBatch, name: &str| -> Result<ArrayRef, String> { b.column_by_name(name).cloned().ok_or_else(|| format!("no column {name}")) };
-        let ints = |b: &RecordBatch, name: &str| -> Result<Int64Array, String> { col(b, name)?.as_any().downcast_ref::<Int64Array>().cloned().ok_or_else(|| format!("{name} is not Int64")) };
+        let ints = |b: &RecordBatch, name: &str| -> Result<Int64Array, String> {
+            col(b, name)?.as_any().downcast_ref::<Int64Array>().cloned().ok_or_else(|| format!("{name} is not Int64"))
+        };
         let bools = |b: &RecordBatch, name: &str| -> Result<arrow::array::BooleanArray, String> {
             col(b, name)?.as_any().downcast_ref::<arrow::array::BooleanArray>().cloned().ok_or_else(|| format!("{name} is not Boolean"))
         };
@@ -692,7 +730,13 @@ impl IdleDay {
             start.is_valid(i).then(|| Run { start: start.value(i), steps: steps.value(i), secs: secs.value(i), gpu_us: us.value(i) })
         };
         for b in holdings {
-            let (c, ns, pod, model, gpu) = (labels(&mut s, b, "cluster")?, labels(&mut s, b, "namespace")?, labels(&mut s, b, "pod")?, labels(&mut s, b, "gpu_model")?, labels(&mut s, b, "gpu_uuid")?);
+            let (c, ns, pod, model, gpu) = (
+                labels(&mut s, b, "cluster")?,
+                labels(&mut s, b, "namespace")?,
+                labels(&mut s, b, "pod")?,
+                labels(&mut s, b, "gpu_model")?,
+                labels(&mut s, b, "gpu_uuid")?,
+            );
             let gi = col(b, "gpu_instance_id")?.as_any().downcast_ref::<Int16Array>().cloned().ok_or("gpu_instance_id is not Int16")?;
             let (held, steps, idle_steps, drops) = (ints(b, "held_us")?, ints(b, "steps")?, ints(b, "idle_steps")?, ints(b, "drops")?);
             let (first_idle, last_idle, all_idle) = (bools(b, "first_idle")?, bools(b, "last_idle")?, bools(b, "all_idle")?);
@@ -746,7 +790,9 @@ impl IdleDay {
 /// The day from its idle rollups, where both are current for `samples` (the day's file).
 fn read_rollup(lake: &Lake, date: chrono::NaiveDate, samples: &Path, strings: &Mutex<Interner>, cluster: Option<&str>, min_secs: i64) -> Option<IdleDay> {
     use crate::lake::rollup::{read_kind, Kind, Rollup};
-    let (Rollup::Current(holdings), Rollup::Current(stretches)) = (read_kind(lake, Kind::IdleHoldings, date, samples), read_kind(lake, Kind::IdleStretches, date, samples)) else {
+    let (Rollup::Current(holdings), Rollup::Current(stretches)) =
+        (read_kind(lake, Kind::IdleHoldings, date, samples), read_kind(lake, Kind::IdleStretches, date, samples))
+    else {
         return None;
     };
     match IdleDay::from_batches(&holdings, &stretches, strings, cluster, min_secs) {

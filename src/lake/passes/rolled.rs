@@ -79,7 +79,9 @@ pub fn day_sums<S: DaySums>(lake: &Lake, kind: Kind, part: &DayPart) -> Result<(
         }
     }
     let strings = Mutex::new(Interner::default());
-    let parts = fold_files(lake, std::slice::from_ref(&part.source), S::COLUMNS, 1, S::default, |g: &mut S, path, b: RecordBatch| g.add(&strings, path, &b, part.from, part.to))?;
+    let parts = fold_files(lake, std::slice::from_ref(&part.source), S::COLUMNS, 1, S::default, |g: &mut S, path, b: RecordBatch| {
+        g.add(&strings, path, &b, part.from, part.to)
+    })?;
     Ok((vec![S::finish(&parts, &strings.into_inner().expect("interner lock"))], false))
 }
 

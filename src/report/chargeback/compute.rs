@@ -7,9 +7,9 @@ use datafusion::prelude::SessionContext;
 
 use super::*;
 use crate::domain::window::Window;
+use crate::engine::str_param;
 use crate::engine::{run_query, QueryTask};
 use crate::queries::Queries;
-use crate::engine::str_param;
 use crate::report::columns::{decimals, floats, ints, strs, window_params};
 use crate::report::{ReportError, Result};
 
@@ -72,7 +72,9 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     let gpus_task = QueryTask::spawn(ctx, "cluster_gpus", queries.get("cluster_gpus")?, window_params(window));
     let days = window.whole_days();
     let counters_task = match days {
-        Some((first, last)) => Some(QueryTask::spawn(ctx, "energy_counters", queries.get("energy_counters")?, vec![str_param(day(first)), str_param(day(last))])),
+        Some((first, last)) => {
+            Some(QueryTask::spawn(ctx, "energy_counters", queries.get("energy_counters")?, vec![str_param(day(first)), str_param(day(last))]))
+        }
         None => None,
     };
     let threads = ctx.state().config().target_partitions();
@@ -99,7 +101,8 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         let buckets = tokio::task::spawn_blocking(move || -> Result<_> {
             let mut buckets = crate::lake::passes::gpu_buckets::scan(&lake, &scan_window, threads)?;
             if let Some(classes) = classes {
-                buckets.batches = buckets.batches.iter().map(|b| classes.merge(b)).collect::<Result<_, _>>().map_err(|source| ReportError::Arrow { report: R, source })?;
+                buckets.batches =
+                    buckets.batches.iter().map(|b| classes.merge(b)).collect::<Result<_, _>>().map_err(|source| ReportError::Arrow { report: R, source })?;
             }
             Ok(buckets)
         })
@@ -191,7 +194,9 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     if let Some(only) = crate::engine::session_cluster(ctx) {
         detail.retain(|r| r.cluster == only);
     }
-    detail.sort_by(|a, b| (&a.cluster, &a.namespace, &a.gpu_model, &a.mig_profile, &a.date).cmp(&(&b.cluster, &b.namespace, &b.gpu_model, &b.mig_profile, &b.date)));
+    detail.sort_by(|a, b| {
+        (&a.cluster, &a.namespace, &a.gpu_model, &a.mig_profile, &a.date).cmp(&(&b.cluster, &b.namespace, &b.gpu_model, &b.mig_profile, &b.date))
+    });
 
     let mut owners = BTreeMap::new();
     for b in &owners_task.join().await?.1 {
@@ -210,16 +215,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         (Some(task), Some((first, last))) => Some(counter_check(&task.join().await?.1, first, last)?),
         _ => None,
     };
-    Ok(Chargeback {
-        window: *window,
-        detail,
-        owners,
-        cluster_gpu_us: cluster.0,
-        cluster_energy_mj: cluster.1,
-        cluster_rows: cluster.2,
-        cluster_gpus,
-        counters,
-    })
+    Ok(Chargeback { window: *window, detail, owners, cluster_gpu_us: cluster.0, cluster_energy_mj: cluster.1, cluster_rows: cluster.2, cluster_gpus, counters })
 }
 
 /// A `date` partition's name.
@@ -259,4 +255,3 @@ fn counter_check(batches: &[arrow::array::RecordBatch], first: chrono::NaiveDate
     check.worst = worst;
     Ok(check)
 }
-

@@ -121,8 +121,20 @@ impl Chargeback {
         }
         columns.extend(
             [
-                "gpu_hours", "avg_util_pct", "energy_kwh", "power_cost", "gpu_cost", "cpu_cost", "memory_cost", "cloud_cost", "carbon_kg",
-                "idle_cost", "total_cost", "share_pct", "request_based", "request_based_gpu_hours",
+                "gpu_hours",
+                "avg_util_pct",
+                "energy_kwh",
+                "power_cost",
+                "gpu_cost",
+                "cpu_cost",
+                "memory_cost",
+                "cloud_cost",
+                "carbon_kg",
+                "idle_cost",
+                "total_cost",
+                "share_pct",
+                "request_based",
+                "request_based_gpu_hours",
             ]
             .map(String::from),
         );
@@ -236,7 +248,11 @@ impl Chargeback {
             kwh(c.uncounted_mj()),
         );
         if c.days_recorded < c.days {
-            note.push_str(&format!("; {} of the {} days carry no counter sums (collected before the counters were kept, or no GPU data)", c.days - c.days_recorded, c.days));
+            note.push_str(&format!(
+                "; {} of the {} days carry no counter sums (collected before the counters were kept, or no GPU data)",
+                c.days - c.days_recorded,
+                c.days
+            ));
         }
         note
     }

@@ -268,7 +268,14 @@ mod counter_tests {
     /// way; the energy of steps no counter covers is what the rows have beyond them.
     #[test]
     fn the_counters_check_allows_a_tenth_of_a_percent() {
-        let check = |rows: i64, counted: i64, delta: i64| CounterCheck { days: 1, days_recorded: 1, rows_energy_mj: rows, counter_energy_mj: counted, counter_delta_mj: delta, ..CounterCheck::default() };
+        let check = |rows: i64, counted: i64, delta: i64| CounterCheck {
+            days: 1,
+            days_recorded: 1,
+            rows_energy_mj: rows,
+            counter_energy_mj: counted,
+            counter_delta_mj: delta,
+            ..CounterCheck::default()
+        };
         assert!(check(1_000_500, 1_000_000, 1_000_000).conserved());
         assert!(check(1_001_000, 1_001_000, 1_000_000).conserved());
         assert!(check(999_000, 999_000, 1_000_000).conserved());

@@ -97,11 +97,15 @@ impl TariffClasses {
     /// and rows then equal on every key summed; rows in the order their group first appears.
     pub fn merge(&self, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
         let col = |name: &str| batch.column_by_name(name).ok_or_else(|| ArrowError::SchemaError(format!("gpu_buckets without {name}")));
-        let labels = ["cluster", "namespace", "node", "gpu_model", "mig_profile"]
-            .map(|name| col(name).and_then(|c| c.as_dictionary_opt::<Int32Type>().map(|d| d.keys().clone()).ok_or_else(|| ArrowError::SchemaError(format!("{name} is not a label")))));
+        let labels = ["cluster", "namespace", "node", "gpu_model", "mig_profile"].map(|name| {
+            col(name).and_then(|c| {
+                c.as_dictionary_opt::<Int32Type>().map(|d| d.keys().clone()).ok_or_else(|| ArrowError::SchemaError(format!("{name} is not a label")))
+            })
+        });
         let [cluster, ns, node, model, profile] = labels;
         let (cluster, ns, node, model, profile) = (cluster?, ns?, node?, model?, profile?);
-        let bucket = col("bucket")?.as_primitive_opt::<TimestampMillisecondType>().ok_or_else(|| ArrowError::SchemaError("bucket is not a timestamp".into()))?;
+        let bucket =
+            col("bucket")?.as_primitive_opt::<TimestampMillisecondType>().ok_or_else(|| ArrowError::SchemaError("bucket is not a timestamp".into()))?;
         let share = col("share")?.as_primitive_opt::<arrow::datatypes::Float64Type>().ok_or_else(|| ArrowError::SchemaError("share is not a float".into()))?;
         let step = col("step_s")?.as_primitive_opt::<Int32Type>().ok_or_else(|| ArrowError::SchemaError("step_s is not an int".into()))?;
         let sum_names = ["n", "energy_mj", "util_gpu_us", "util_n"];

@@ -13,12 +13,7 @@ pub fn bin() -> Command {
 /// Runs the binary in `dir` and insists on success.
 pub fn run_ok(dir: &Path, args: &[&str]) -> Output {
     let out = bin().current_dir(dir).args(args).output().expect("spawn gpuledger");
-    assert!(
-        out.status.success(),
-        "gpuledger {args:?} failed: {}\nstdout: {}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(out.status.success(), "gpuledger {args:?} failed: {}\nstdout: {}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
     out
 }
 
