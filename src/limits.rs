@@ -142,6 +142,17 @@ pub fn bounded_repeat(max_bytes: u64) -> ScalarUDF {
     ScalarUDF::new_from_impl(BoundedRepeat { inner: datafusion::functions::string::repeat(), max_bytes })
 }
 
+/// Hands memory the process has freed back to the system (glibc keeps it in its arenas, so a
+/// large phase's peak would stay the process's size for the phases after it). For the plan,
+/// between reading a month of pods and replaying it, and for `run`, between its reports.
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of the arenas to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,16 +165,5 @@ mod tests {
         assert!(m.add(&limits, 1, 0).unwrap_err().contains("engine.max_result_rows = 10"));
         let mut m = ResultMeter::default();
         assert!(m.add(&limits, 1, 2 << 20).unwrap_err().contains("engine.max_result_bytes = 1 MiB"));
-    }
-}
-
-/// Hands memory the process has freed back to the system (glibc keeps it in its arenas, so a
-/// large phase's peak would stay the process's size for the phases after it). For the plan,
-/// between reading a month of pods and replaying it, and for `run`, between its reports.
-pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free pages of the arenas to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

@@ -392,7 +392,7 @@ pub(super) fn nodes_of(gpu: &RecordBatch) -> RecordBatch {
     let mut by_cluster: BTreeMap<&Option<String>, NodesBuilder> = BTreeMap::new();
     for ((c, n, u, g), (i, m, p, s, fb, first, last)) in &units {
         let e = energy.take(c.as_deref(), n, u);
-        let rows = by_cluster.entry(c).or_insert_with(NodesBuilder::new);
+        let rows = by_cluster.entry(c).or_default();
         rows.push(&NodeRow {
             node: n,
             gpu_uuid: u,

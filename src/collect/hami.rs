@@ -152,7 +152,7 @@ impl HamiShares {
                         break;
                     }
                     let cell = &mut grid[c as usize];
-                    let util_pct = util.and_then(|u| standing(u, cs, step, lookback)).map(|r| (r / share).min(100.0).max(0.0));
+                    let util_pct = util.and_then(|u| standing(u, cs, step, lookback)).map(|r| (r / share).clamp(0.0, 100.0));
                     // Without a utilisation of its own, a holder that launched no kernel for
                     // the step's length worked nothing in it (the GPU's utilisation is others').
                     let idle = util_pct.is_none() && kernel.and_then(|k| standing(k, cs, step, lookback)).is_some_and(|s| s * 1000.0 >= step as f64);

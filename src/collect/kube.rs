@@ -531,6 +531,97 @@ impl KubeState {
     }
 }
 
+impl KubeState {
+    /// `namespace_labels` rows for hours in `[c_start, c_end)`.
+    pub fn namespace_labels_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
+        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
+        let mut team = StringDictionaryBuilder::<Int32Type>::new();
+        let mut cc = StringDictionaryBuilder::<Int32Type>::new();
+        for ((t, n), (tm, c)) in self.namespace_labels.range((c_start, String::new())..) {
+            if *t >= c_end {
+                break;
+            }
+            ts.append_value(*t);
+            ns.append_value(n);
+            team.append_option(tm.as_deref());
+            cc.append_option(c.as_deref());
+        }
+        let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(team.finish()), Arc::new(cc.finish())];
+        crate::lake::rows::table_batch(Table::NamespaceLabels, columns)
+    }
+
+    /// Per node, per cell of the window: the whole GPUs (`nvidia.com/gpu`) kube-state-metrics
+    /// reports and whether it reports any GPU resource (MIG, time-sliced too). A sample stands
+    /// until its series' next, for at most `lookback_ms`, as in Prometheus; a series' last
+    /// sample stands for its own scrape interval only (the median gap between its samples,
+    /// else one step), never the lookback: a node the autoscaler removed stops reporting, and
+    /// a live Prometheus marks its series stale at the next scrape, so its GPUs do not linger
+    /// in the pool for minutes after it is gone.
+    ///
+    /// On a node in `shared` (a sharing layer's, [`hami_nodes`](Self::hami_nodes)) the
+    /// `nvidia.com/gpu` capacity counts vGPUs: it says the node is there, never how many GPUs.
+    pub fn gpu_capacity(&self, lookback_ms: i64, shared: &BTreeMap<String, usize>) -> BTreeMap<String, Vec<(u32, bool)>> {
+        let cells = ((self.to - self.from) / self.step).max(0) as usize;
+        let reach = (lookback_ms / self.step).max(1) as usize;
+        // (node, resource) -> the cells with a sample and its value, in time order.
+        let mut samples: BTreeMap<(&str, &str), Vec<(usize, f64)>> = BTreeMap::new();
+        for ((t, node, resource), v) in &self.capacity {
+            let c = ((t - self.from) / self.step) as usize;
+            if c < cells {
+                samples.entry((node.as_str(), resource.as_str())).or_default().push((c, *v));
+            }
+        }
+        let mut series: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+        for (key, cells_of) in samples {
+            let values = series.entry(key).or_insert_with(|| vec![0.0; cells]);
+            let own = capacity_interval_cells(&cells_of).min(reach);
+            for (i, &(c, v)) in cells_of.iter().enumerate() {
+                let end = match cells_of.get(i + 1) {
+                    Some(&(next, _)) => next.min(c + reach),
+                    None => c + own,
+                };
+                for slot in &mut values[c..end.min(cells)] {
+                    *slot = v;
+                }
+            }
+        }
+        let mut out: BTreeMap<String, Vec<(u32, bool)>> = BTreeMap::new();
+        for ((node, resource), values) in series {
+            let cells_out = out.entry(node.to_string()).or_insert_with(|| vec![(0, false); cells]);
+            for (o, v) in cells_out.iter_mut().zip(values) {
+                if v > 0.0 {
+                    o.1 = true;
+                    if resource == "nvidia_com_gpu" && !shared.contains_key(node) {
+                        o.0 += v.round() as u32;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `node_capacity` or `kueue_pending` rows for cells in `[c_start, c_end)`.
+    pub fn gauge_batch(&self, table: Table, c_start: i64, c_end: i64) -> RecordBatch {
+        let map = if table == Table::NodeCapacity { &self.capacity } else { &self.kueue };
+        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut a = StringDictionaryBuilder::<Int32Type>::new();
+        let mut b = StringDictionaryBuilder::<Int32Type>::new();
+        let mut v = Float64Builder::new();
+        for ((t, k1, k2), value) in map.range((c_start, String::new(), String::new())..) {
+            if *t >= c_end {
+                break;
+            }
+            ts.append_value(*t);
+            a.append_value(k1);
+            b.append_value(k2);
+            v.append_value(*value);
+        }
+        let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(a.finish()), Arc::new(b.finish()), Arc::new(v.finish())];
+        crate::lake::rows::table_batch(table, columns)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -660,96 +751,5 @@ mod tests {
         assert_eq!(req("u1"), (Some("nvidia.com/mig-3g.40gb".into()), 2));
         assert_eq!(req("u2"), (Some("nvidia.com/mig-3g.40gb".into()), 2), "by its template");
         assert_eq!(req("u3"), (None, 0));
-    }
-}
-
-impl KubeState {
-    /// `namespace_labels` rows for hours in `[c_start, c_end)`.
-    pub fn namespace_labels_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
-        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
-        let mut team = StringDictionaryBuilder::<Int32Type>::new();
-        let mut cc = StringDictionaryBuilder::<Int32Type>::new();
-        for ((t, n), (tm, c)) in self.namespace_labels.range((c_start, String::new())..) {
-            if *t >= c_end {
-                break;
-            }
-            ts.append_value(*t);
-            ns.append_value(n);
-            team.append_option(tm.as_deref());
-            cc.append_option(c.as_deref());
-        }
-        let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(team.finish()), Arc::new(cc.finish())];
-        crate::lake::rows::table_batch(Table::NamespaceLabels, columns)
-    }
-
-    /// Per node, per cell of the window: the whole GPUs (`nvidia.com/gpu`) kube-state-metrics
-    /// reports and whether it reports any GPU resource (MIG, time-sliced too). A sample stands
-    /// until its series' next, for at most `lookback_ms`, as in Prometheus; a series' last
-    /// sample stands for its own scrape interval only (the median gap between its samples,
-    /// else one step), never the lookback: a node the autoscaler removed stops reporting, and
-    /// a live Prometheus marks its series stale at the next scrape, so its GPUs do not linger
-    /// in the pool for minutes after it is gone.
-    ///
-    /// On a node in `shared` (a sharing layer's, [`hami_nodes`](Self::hami_nodes)) the
-    /// `nvidia.com/gpu` capacity counts vGPUs: it says the node is there, never how many GPUs.
-    pub fn gpu_capacity(&self, lookback_ms: i64, shared: &BTreeMap<String, usize>) -> BTreeMap<String, Vec<(u32, bool)>> {
-        let cells = ((self.to - self.from) / self.step).max(0) as usize;
-        let reach = (lookback_ms / self.step).max(1) as usize;
-        // (node, resource) -> the cells with a sample and its value, in time order.
-        let mut samples: BTreeMap<(&str, &str), Vec<(usize, f64)>> = BTreeMap::new();
-        for ((t, node, resource), v) in &self.capacity {
-            let c = ((t - self.from) / self.step) as usize;
-            if c < cells {
-                samples.entry((node.as_str(), resource.as_str())).or_default().push((c, *v));
-            }
-        }
-        let mut series: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
-        for (key, cells_of) in samples {
-            let values = series.entry(key).or_insert_with(|| vec![0.0; cells]);
-            let own = capacity_interval_cells(&cells_of).min(reach);
-            for (i, &(c, v)) in cells_of.iter().enumerate() {
-                let end = match cells_of.get(i + 1) {
-                    Some(&(next, _)) => next.min(c + reach),
-                    None => c + own,
-                };
-                for slot in &mut values[c..end.min(cells)] {
-                    *slot = v;
-                }
-            }
-        }
-        let mut out: BTreeMap<String, Vec<(u32, bool)>> = BTreeMap::new();
-        for ((node, resource), values) in series {
-            let cells_out = out.entry(node.to_string()).or_insert_with(|| vec![(0, false); cells]);
-            for (o, v) in cells_out.iter_mut().zip(values) {
-                if v > 0.0 {
-                    o.1 = true;
-                    if resource == "nvidia_com_gpu" && !shared.contains_key(node) {
-                        o.0 += v.round() as u32;
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// `node_capacity` or `kueue_pending` rows for cells in `[c_start, c_end)`.
-    pub fn gauge_batch(&self, table: Table, c_start: i64, c_end: i64) -> RecordBatch {
-        let map = if table == Table::NodeCapacity { &self.capacity } else { &self.kueue };
-        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let mut a = StringDictionaryBuilder::<Int32Type>::new();
-        let mut b = StringDictionaryBuilder::<Int32Type>::new();
-        let mut v = Float64Builder::new();
-        for ((t, k1, k2), value) in map.range((c_start, String::new(), String::new())..) {
-            if *t >= c_end {
-                break;
-            }
-            ts.append_value(*t);
-            a.append_value(k1);
-            b.append_value(k2);
-            v.append_value(*value);
-        }
-        let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(a.finish()), Arc::new(b.finish()), Arc::new(v.finish())];
-        crate::lake::rows::table_batch(table, columns)
     }
 }

@@ -163,6 +163,26 @@ pub fn sane(v: f64) -> Option<f64> {
     }
 }
 
+/// Labels a Thanos, Mimir or federated Prometheus commonly tags each cluster's series with (an
+/// external label). Where `prometheus.cluster_label` is unset and one of these has several
+/// values, the clusters would be read as one pool: `collect` warns and `check` says which label
+/// to set.
+pub const CLUSTER_LABEL_CANDIDATES: [&str; 4] = ["cluster", "k8s_cluster", "cluster_name", "kubernetes_cluster"];
+
+/// The first of [`CLUSTER_LABEL_CANDIDATES`] with more than one value over `series`, with its
+/// values (sorted, at most 10 of them).
+pub fn mixed_clusters<'a>(series: impl Iterator<Item = &'a Series> + Clone) -> Option<(&'static str, Vec<String>)> {
+    CLUSTER_LABEL_CANDIDATES.iter().find_map(|label| {
+        let mut values = std::collections::BTreeSet::new();
+        for s in series.clone() {
+            if let Some(v) = s.labels.get(*label).filter(|v| !v.is_empty()) {
+                values.insert(v.as_str());
+            }
+        }
+        (values.len() > 1).then(|| (*label, values.into_iter().take(10).map(String::from).collect()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,24 +257,4 @@ mod tests {
         assert_eq!(sane(612.345), Some(612.345));
         assert_eq!(sane(98123456789.0), Some(98123456789.0));
     }
-}
-
-/// Labels a Thanos, Mimir or federated Prometheus commonly tags each cluster's series with (an
-/// external label). Where `prometheus.cluster_label` is unset and one of these has several
-/// values, the clusters would be read as one pool: `collect` warns and `check` says which label
-/// to set.
-pub const CLUSTER_LABEL_CANDIDATES: [&str; 4] = ["cluster", "k8s_cluster", "cluster_name", "kubernetes_cluster"];
-
-/// The first of [`CLUSTER_LABEL_CANDIDATES`] with more than one value over `series`, with its
-/// values (sorted, at most 10 of them).
-pub fn mixed_clusters<'a>(series: impl Iterator<Item = &'a Series> + Clone) -> Option<(&'static str, Vec<String>)> {
-    CLUSTER_LABEL_CANDIDATES.iter().find_map(|label| {
-        let mut values = std::collections::BTreeSet::new();
-        for s in series.clone() {
-            if let Some(v) = s.labels.get(*label).filter(|v| !v.is_empty()) {
-                values.insert(v.as_str());
-            }
-        }
-        (values.len() > 1).then(|| (*label, values.into_iter().take(10).map(String::from).collect()))
-    })
 }

@@ -121,7 +121,11 @@ pub(super) fn simulate(ctx: &Context_, args: &SimulateArgs) -> Result<Window> {
 
     if let Some(path) = &args.openmetrics {
         let t2 = Instant::now();
-        if args.scrape_interval.is_some_and(|s| !(s >= 1.0 && s <= 3600.0)) || !(0.0..=100.0).contains(&args.missed_scrapes) || !(args.scrape_jitter >= 0.0) {
+        if args.scrape_interval.is_some_and(|s| !(1.0..=3600.0).contains(&s))
+            || !(0.0..=100.0).contains(&args.missed_scrapes)
+            || args.scrape_jitter.is_nan()
+            || args.scrape_jitter < 0.0
+        {
             anyhow::bail!("--scrape-interval must be 1-3600 s, --missed-scrapes 0-100 %, --scrape-jitter at least 0 s");
         }
         if !(1..=3).contains(&args.prometheus_replicas) || args.outage_minutes == 0 {

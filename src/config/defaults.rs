@@ -204,27 +204,6 @@ impl Default for PricingConfig {
     }
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            lake: LakeConfig::default(),
-            prometheus: PrometheusConfig::default(),
-            pricing: PricingConfig::default(),
-            engine: EngineConfig::default(),
-            queries: QueriesConfig::default(),
-            run: RunConfig::default(),
-            idle: IdleConfig::default(),
-            focus: FocusConfig::default(),
-            plan: PlanConfig::default(),
-            serve: ServeConfig::default(),
-            sharing: SharingConfig::default(),
-            quotas: BTreeMap::new(),
-            teams: BTreeMap::new(),
-            chargeback_by: Default::default(),
-        }
-    }
-}
-
 /// Flat on-demand list prices per GPU-hour used when the config names none (and by the demo).
 pub fn default_gpu_prices() -> Vec<GpuPrice> {
     [("NVIDIA H100 80GB HBM3", 6.88), ("NVIDIA A100-SXM4-80GB", 3.67), ("NVIDIA L4", 0.80)]

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use super::{Config, ConfigError, Result};
+use super::error::{ConfigError, Result};
+use super::types::Config;
 
 impl Config {
     /// Loads `path`; a missing file is an error only when `required` (an explicit `--config`).

@@ -3,30 +3,12 @@
 //! defaults in `defaults`): parse, then trust.
 
 mod defaults;
+mod error;
 mod load;
 mod types;
 mod validate;
 
-use std::path::PathBuf;
-
 pub use defaults::default_gpu_prices;
+pub use error::{ConfigError, Result};
 pub use types::*;
 pub use validate::check_prometheus_url;
-
-impl crate::exit::ExitStatus for ConfigError {
-    fn exit_code(&self) -> Option<u8> {
-        Some(crate::exit::USAGE)
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("reading config {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("parsing config {path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("config {path}: key `{key}`: {message}")]
-    Invalid { path: String, key: String, message: String },
-}
-
-pub type Result<T, E = ConfigError> = std::result::Result<T, E>;

@@ -1,7 +1,7 @@
 //! Every rule a loaded config must meet, each error naming its key.
 
-use super::types::ResolvedTariff;
-use super::{Config, ConfigError, Result, SpreadPolicy};
+use super::error::{ConfigError, Result};
+use super::types::{Config, ResolvedTariff, SpreadPolicy};
 use crate::domain::tariff_time::{first_overlap, parse_days, parse_hours, parse_timezone, TimeBand};
 
 /// A Prometheus base URL that can work: http or https, a host, no spaces (the `--url` flags

@@ -4,7 +4,7 @@
 pub fn parse_mig_slices(profile: &str) -> Option<u32> {
     let (n, rest) = profile.trim().split_once('g')?;
     let n: u32 = n.parse().ok()?;
-    (n >= 1 && n <= 8 && rest.starts_with('.')).then_some(n)
+    ((1..=8).contains(&n) && rest.starts_with('.')).then_some(n)
 }
 
 /// The fraction of a GPU a MIG profile holds: `3g.40gb` -> 3/7 (4 slices on an A30).

@@ -12,7 +12,7 @@ use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTable
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 
-use super::{EngineError, Result};
+use super::error::{EngineError, Result};
 use crate::config::Config;
 use crate::distributed::Scratch;
 use crate::domain::window::day_start_ms as day_ms;

@@ -10,8 +10,8 @@ use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{SQLOptions, SessionContext};
 
+use super::error::{EngineError, Result};
 use super::session::{session_lake, QueryLimit};
-use super::{EngineError, Result};
 use crate::distributed::Engine;
 
 /// Runs `sql` with positional parameters (`$1`, `$2`, ...) bound, never formatted in.

@@ -8,8 +8,8 @@ use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
+use super::error::{EngineError, Result};
 use super::register::{limit_to_cluster, limit_to_namespaces, register_config_tables, register_lake_table, register_views};
-use super::{EngineError, Result};
 use crate::config::Config;
 use crate::distributed::{Engine, Scratch};
 use crate::lake::{Lake, Table};

@@ -324,13 +324,7 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
             let stale: Vec<String> = if force {
                 vec!["forced".into()]
             } else {
-                Kind::of(table)
-                    .into_iter()
-                    .filter_map(|kind| match footer_check(lake, kind, date, &source) {
-                        Ok(_) => None,
-                        Err(why) => Some(why),
-                    })
-                    .collect()
+                Kind::of(table).into_iter().filter_map(|kind| footer_check(lake, kind, date, &source).err()).collect()
             };
             if stale.is_empty() {
                 match table {

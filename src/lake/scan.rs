@@ -5,7 +5,7 @@
 //! in memory, whatever the size of the month. `fold_files` reads several files at once for
 //! questions that do not depend on row order.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 
@@ -141,9 +141,9 @@ where
 }
 
 /// Decodes `path`'s `columns` batch by batch into `sink`; Ok(false) when the sink hung up.
-fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnMut(RecordBatch) -> bool) -> Result<bool, ScanError> {
-    let parquet_err = |source| ScanError::Parquet { path: path.clone(), source };
-    let file = lake.open_file(path).map_err(|source| ScanError::Open { path: path.clone(), source })?;
+fn read_file(lake: &Lake, path: &Path, columns: &[String], mut sink: impl FnMut(RecordBatch) -> bool) -> Result<bool, ScanError> {
+    let parquet_err = |source| ScanError::Parquet { path: path.to_path_buf(), source };
+    let file = lake.open_file(path).map_err(|source| ScanError::Open { path: path.to_path_buf(), source })?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
     let schema = builder.schema().clone();
     let mut roots = Vec::with_capacity(columns.len());
@@ -152,13 +152,13 @@ fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnM
     for c in columns {
         match schema.index_of(c) {
             Ok(idx) => roots.push(idx),
-            Err(_) => later.push(super::schema::later_column(c).ok_or_else(|| ScanError::MissingColumn { path: path.clone(), column: c.clone() })?),
+            Err(_) => later.push(super::schema::later_column(c).ok_or_else(|| ScanError::MissingColumn { path: path.to_path_buf(), column: c.clone() })?),
         }
     }
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder.with_projection(mask).with_batch_size(SCAN_BATCH_ROWS).build().map_err(parquet_err)?;
     for batch in reader {
-        let mut batch = batch.map_err(|source| ScanError::Arrow { path: path.clone(), source })?;
+        let mut batch = batch.map_err(|source| ScanError::Arrow { path: path.to_path_buf(), source })?;
         if !later.is_empty() {
             let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
             let mut cols = batch.columns().to_vec();
@@ -167,7 +167,7 @@ fn read_file(lake: &Lake, path: &PathBuf, columns: &[String], mut sink: impl FnM
                 fields.push(std::sync::Arc::new(f.clone()));
             }
             batch = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), cols)
-                .map_err(|source| ScanError::Arrow { path: path.clone(), source })?;
+                .map_err(|source| ScanError::Arrow { path: path.to_path_buf(), source })?;
         }
         if !sink(batch) {
             return Ok(false);

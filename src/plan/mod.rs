@@ -310,7 +310,7 @@ pub fn plan(window: &Window, mut recorded: Recorded, config: &Config, request: &
         scenarios.push(run_scenario("optimized", found.setup, &recorded, config));
         optimized = Some(Optimized { score: found.score, baseline_score: found.baseline_score, replays: found.replays, seconds });
     }
-    Ok(Plan { window: window.clone(), recorded, recorded_summary, scenarios, goals, optimized })
+    Ok(Plan { window: *window, recorded, recorded_summary, scenarios, goals, optimized })
 }
 
 /// Loads the month, plans and shapes the reports; the chargeback comes from (and stays in)
@@ -324,7 +324,7 @@ pub async fn build(
     shared: &crate::report::Shared,
 ) -> Result<Vec<Report>> {
     let recorded = load(ctx, queries, config, window, request.cluster.as_deref(), shared).await?;
-    let window = window.clone();
+    let window = *window;
     let plan = plan(&window, recorded, config, request)?;
     Ok(output::reports(&plan, config))
 }

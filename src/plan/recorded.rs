@@ -274,8 +274,8 @@ pub fn build(input: Inputs<'_>) -> Recorded {
     drop((first_named, next_named));
     let mut jobs = Vec::with_capacity(rows.len() - has_predecessor.iter().filter(|&&h| h).count());
     let mut chained = 0usize;
-    for start in 0..rows.len() {
-        if has_predecessor[start] {
+    for (start, &continues) in has_predecessor.iter().enumerate() {
+        if continues {
             continue;
         }
         let mut chain = vec![start];

@@ -4,7 +4,7 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int64Type, TimeUnit, TimestampMillisecondType};
 use datafusion::common::ScalarValue;
 
-use super::{ReportError, Result};
+use super::error::{ReportError, Result};
 use crate::domain::window::Window;
 use crate::engine::{str_param, ts_param};
 

@@ -7,7 +7,7 @@ use arrow::array::{ArrayRef, Decimal128Builder, Int64Builder, RecordBatch, Strin
 use arrow::datatypes::{DataType, Field, Schema};
 use serde_json::{Map, Value};
 
-use super::{ReportError, Result};
+use super::error::{ReportError, Result};
 use crate::domain::money::format_units;
 pub use crate::render::Format;
 

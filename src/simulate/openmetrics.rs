@@ -822,6 +822,12 @@ fn phase_at(p: &SimPod, ts: i64) -> &'static str {
     }
 }
 
+/// The framebuffer (MiB) a HAMi pod of `pct` percent asks for: that share of the H100 the
+/// simulator's HAMi node has (a slot's own `fb_mib`).
+fn hami_gpumem_mib(pct: u32) -> f64 {
+    (super::cluster::H100.fb_mib as f64 * pct as f64 / 100.0).round()
+}
+
 #[cfg(test)]
 mod tests {
     use super::go_g;
@@ -835,10 +841,4 @@ mod tests {
         assert_eq!(go_g(0.2), "0.2");
         assert_eq!(go_g(0.0), "0");
     }
-}
-
-/// The framebuffer (MiB) a HAMi pod of `pct` percent asks for: that share of the H100 the
-/// simulator's HAMi node has (a slot's own `fb_mib`).
-fn hami_gpumem_mib(pct: u32) -> f64 {
-    (super::cluster::H100.fb_mib as f64 * pct as f64 / 100.0).round()
 }

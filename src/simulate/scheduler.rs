@@ -476,7 +476,7 @@ fn choose_victims(
 
 /// Evicts `victim` at `t`; returns the replacement pod (same name, new uid) that its
 /// controller creates for the remaining work, if any is left.
-fn preempt(pods: &mut Vec<SimPod>, victim: usize, t: i64, holder: &mut [Option<usize>], used: &mut [u32]) -> Option<SimPod> {
+fn preempt(pods: &mut [SimPod], victim: usize, t: i64, holder: &mut [Option<usize>], used: &mut [u32]) -> Option<SimPod> {
     let pod = &mut pods[victim];
     let started = pod.started.expect("victims are running");
     let done = (t - started).max(0);

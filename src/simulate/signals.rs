@@ -276,12 +276,13 @@ impl<'a> SignalModel<'a> {
         out.power_w = (power * 1000.0).round() / 1000.0;
         out.temp_c = (28.0 + 50.0 * mean_busy + temp_drift(self.seed, gpu as u64, step_no)).round();
         let sliced = phys.units.first().is_some_and(|&u| self.cluster.units[u].time_sliced);
-        for i in 0..out.n_units {
-            out.units[i].power_w = out.power_w * shares[i];
-            out.units[i].temp_c = out.temp_c;
+        let (power_w, temp_c) = (out.power_w, out.temp_c);
+        for (unit, share) in out.units.iter_mut().zip(shares.iter()).take(out.n_units) {
+            unit.power_w = power_w * share;
+            unit.temp_c = temp_c;
             // DCGM reports a time-sliced GPU's utilisation once, for the device.
-            if sliced && out.units[i].pod.is_some() {
-                out.units[i].util_pct = (busy * 100.0).round();
+            if sliced && unit.pod.is_some() {
+                unit.util_pct = (busy * 100.0).round();
             }
         }
         out

@@ -1681,7 +1681,7 @@ fn a_collect_killed_while_publishing_never_bills_a_half_day() {
                 err.contains("the lake is not as it was published") && err.contains("a collect began writing the day and stopped"),
                 "{kind} after publish {k}: {err}"
             );
-            assert!(err.contains(&format!("gpuledger collect --from 2026-10-0")), "{kind}: names the repair: {err}");
+            assert!(err.contains(&"gpuledger collect --from 2026-10-0".to_string()), "{kind}: names the repair: {err}");
         }
         // The next collect of the window repairs it.
         common::run_ok(dir, &["--config", cfg.to_str().unwrap(), "collect", "--from", noon, "--to", TO]);

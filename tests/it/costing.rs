@@ -229,8 +229,8 @@ fn tariff_bands_and_prices_are_tables_a_query_can_join() {
         let oct15 = start + i * 900_000 >= chrono_tz::Europe::Berlin.with_ymd_and_hms(2026, 10, 15, 0, 0, 0).unwrap().timestamp_millis();
         let band = match (oct15, p) {
             (false, _) => "flat",
-            (true, x) if x == 0.11 => "night",
-            (true, x) if x == 0.27 => "weekday",
+            (true, 0.11) => "night",
+            (true, 0.27) => "weekday",
             _ => "flat",
         };
         *want.entry(band.to_string()).or_default() += 1;

@@ -94,7 +94,7 @@ fn image_is_multi_stage_and_non_root_and_kustomization_is_complete() {
         build.contains("--bin ballista-scheduler --bin ballista-executor") && docker.contains("ARG BALLISTA=0"),
         "BALLISTA=1 adds the stock Ballista programs"
     );
-    let user = docker.lines().filter(|l| l.starts_with("USER ")).last().expect("a USER line");
+    let user = docker.lines().rfind(|l| l.starts_with("USER ")).expect("a USER line");
     assert!(!user.contains("root") && !user.trim_end().ends_with(" 0"), "{user}");
     let kust = read("deploy/kubernetes/kustomization.yaml");
     for e in std::fs::read_dir(common::repo_root().join("deploy/kubernetes")).unwrap() {

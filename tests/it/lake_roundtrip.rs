@@ -216,7 +216,7 @@ fn a_file_from_before_the_cluster_column_reads_as_cluster_default() {
     let mut w = parquet::arrow::ArrowWriter::try_new(File::create(&path).unwrap(), foreign.schema(), None).unwrap();
     w.write(&foreign).unwrap();
     w.close().unwrap();
-    let err = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day()).err().expect("refused").to_string();
+    let err = gpuledger::lake::reader::read_partition(&lake, Table::GpuSamples, day()).expect_err("refused").to_string();
     assert!(err.contains("older or foreign schema"), "{err}");
 }
 

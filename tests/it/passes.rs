@@ -6,6 +6,7 @@
 //! - the chargeback's per-bucket sums (`src/lake/passes/gpu_buckets.rs`, from the stored rollups or
 //!   the samples) vs `benches/sql/gpu_buckets.sql` (a GROUP BY over every row), and the rule
 //!   that a rollup is used only while it matches its day's samples.
+//!
 //! The SQL forms are independent formulations (DataFusion's operators, not the passes' loops).
 
 use crate::common;

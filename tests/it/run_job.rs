@@ -287,8 +287,8 @@ fn check_names_what_is_wrong_and_where() {
 
 #[test]
 fn interactive_prompt_on_a_terminal() {
-    // `script` (util-linux) gives the binary a pseudo-terminal; lines are typed with pauses, as
-    // a person would (a line editor drops type-ahead when it switches the terminal mode).
+    // `script` (util-linux) gives the binary a pseudo-terminal; each line is typed when its prompt
+    // shows, as a person would (a line editor drops type-ahead when it switches the terminal mode).
     if std::process::Command::new("script").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
         eprintln!("SKIPPED: util-linux `script` is not installed");
         return;
@@ -306,25 +306,48 @@ fn interactive_prompt_on_a_terminal() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let typist = std::thread::spawn(move || {
-        use std::io::Write;
-        for line in [
-            "SELECT 41 + 1",
-            "  AS answer;",
-            "\\d usage",
-            "\\param ns=team-llm",
-            "SELECT count(*) > 0 AS some FROM pod_runs WHERE namespace = $ns;",
-            "DROP TABLE pods;",
-            "\\q",
-        ] {
-            std::thread::sleep(std::time::Duration::from_millis(700));
-            stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
-            stdin.flush().unwrap();
+    let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let mut from_child = child.stdout.take().unwrap();
+    let sink = std::sync::Arc::clone(&output);
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = from_child.read(&mut buf) {
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
         }
-        std::thread::sleep(std::time::Duration::from_millis(700));
     });
-    let out = child.wait_with_output().unwrap();
-    typist.join().unwrap();
+    // Each line is typed once the prompt for it is on the screen (after the echo of the last).
+    let mut typed_at = 0;
+    for line in [
+        "SELECT 41 + 1",
+        "  AS answer;",
+        "\\d usage",
+        "\\param ns=team-llm",
+        "SELECT count(*) > 0 AS some FROM pod_runs WHERE namespace = $ns;",
+        "DROP TABLE pods;",
+        "\\q",
+    ] {
+        let start = std::time::Instant::now();
+        loop {
+            // The line editor ends its prompt with a carriage return and a move right.
+            let screen = without_escapes(&output.lock().unwrap()[typed_at..]);
+            let shown = screen.trim_end_matches('\r');
+            if shown.ends_with("gpuledger> ") || shown.ends_with("...> ") {
+                break;
+            }
+            assert!(start.elapsed() < std::time::Duration::from_secs(60), "no prompt for {line:?} after 60 s; the screen since the last line: {screen:?}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        typed_at = output.lock().unwrap().len();
+        use std::io::Write;
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+    let status = child.wait().unwrap();
+    drop(stdin);
+    reader.join().unwrap();
+    assert!(status.success(), "the prompt exits 0 on \\q");
+    let out = std::process::Output { status, stdout: std::mem::take(&mut *output.lock().unwrap()), stderr: Vec::new() };
     let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
     let cell = |v: &str| text.lines().any(|l| l.trim() == v);
     assert!(cell("42"), "multi-line statement ran: {text}");
@@ -333,4 +356,23 @@ fn interactive_prompt_on_a_terminal() {
     assert!(text.contains("DROP TABLE statements are refused"), "{text}");
     let saved = std::fs::read_to_string(&history).unwrap();
     assert!(saved.contains("SELECT 41 + 1") && saved.contains("DROP TABLE pods;"), "history kept: {saved}");
+}
+
+/// The text of terminal output without its ANSI escape sequences (ESC [ ... final byte, ESC x).
+fn without_escapes(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+        } else if chars.next() == Some('[') {
+            for c in chars.by_ref() {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    out
 }

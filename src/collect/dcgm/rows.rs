@@ -42,8 +42,8 @@ impl DcgmGrid {
             for n in known..most {
                 let key = UnitKey { node: node.clone(), uuid: format!("unmeasured/{node}/{n}"), gi: None };
                 let info = UnitInfo { gpu_index: n as i16, model: UNKNOWN_MODEL.to_string(), profile: None, share: 1.0 };
-                for c in c0..c1 {
-                    if cells[c].0 > n {
+                for (c, cell) in cells.iter().enumerate().take(c1).skip(c0) {
+                    if cell.0 > n {
                         self.push_rows(rows, &key, &info, None, 1.0, &no_values, None, None, &mut None, c, step_s, true);
                     }
                 }

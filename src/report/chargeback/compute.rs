@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use datafusion::prelude::SessionContext;
 
-use super::*;
+use super::consts::{MONEY_SCALE, POD_RUN_DAYS, R, STEP2_PARTS};
+use super::model::*;
 use crate::domain::window::Window;
 use crate::engine::str_param;
 use crate::engine::{run_query, QueryTask};

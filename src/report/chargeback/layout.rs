@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::consts::R;
 use super::*;
 use crate::config::{Config, CostBasis};
 use crate::domain::money::{apportion, format_units, round_ratio};

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{MJ_PER_KWH, RAW_PER_UNIT, US_PER_HOUR};
+use super::consts::RAW_PER_UNIT;
 use crate::config::{Config, CostBasis};
 use crate::domain::money::{format_units, round_ratio};
+use crate::domain::units::{MJ_PER_KWH, US_PER_HOUR};
 use crate::domain::window::Window;
 
 /// Exact quantities: integers, and money in raw units (see `RAW_PER_UNIT`).

@@ -161,3 +161,13 @@ impl JsonNumber for serde_json::Value {
         self.as_f64().or_else(|| self.as_str().and_then(|s| s.parse().ok()))
     }
 }
+
+/// Polls `ready` every 50 ms until it holds, failing the test with `what` after `limit`: a test
+/// waits for the thing it needs, never for a fixed time that a loaded machine can outrun.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut ready: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < limit, "waited {limit:?} for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
