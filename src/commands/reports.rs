@@ -8,9 +8,7 @@ pub(super) async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     require_lake(&ctx.lake)?;
     refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
-    let mut config = ctx.config.clone();
-    config.chargeback_by = args.by;
-    let (mut sections, incomplete) = report::build_checked(args.kind, &session, &ctx.queries, &config, &window).await?;
+    let (mut sections, incomplete) = report::build_checked(args.kind, args.by, &session, &ctx.queries, &ctx.config, &window).await?;
     if args.format == Format::Table && !args.wide {
         sections = sections.iter().map(report::Report::for_terminal).collect();
     }

@@ -1,4 +1,4 @@
-//! What a config key is when the file does not set it (the table in README.md).
+//! What a config key is when the file does not set it (the table in docs/configuration.md).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -55,9 +55,6 @@ pub struct Config {
     pub quotas: BTreeMap<String, u32>,
     /// namespace -> team, or `{ team, cost_centre }`; wins over namespace labels.
     pub teams: BTreeMap<String, TeamEntry>,
-    /// How `report chargeback` keys its rows; set by `--by`, not a config key.
-    #[serde(skip)]
-    pub chargeback_by: crate::domain::charge_by::ChargeBy,
 }
 
 /// One `[teams]` entry: `ns = "team"` or `ns = { team = "...", cost_centre = "..." }`.

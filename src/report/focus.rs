@@ -119,9 +119,8 @@ fn basis_cost(kind: Kind, q: &Quantities, basis: CostBasis) -> i128 {
     }
 }
 
-pub fn build(cb: &Chargeback, config: &Config, window: &Window) -> Report {
+pub fn build(cb: &Chargeback, config: &Config, window: &Window, by: ChargeBy) -> Report {
     let basis = config.pricing.basis;
-    let by = config.chargeback_by;
     let spreads: BTreeMap<(String, String), i128> = cb.namespaces(config).into_iter().map(|n| ((n.cluster, n.namespace), n.spread)).collect();
 
     // Each namespace's lines (GPU per model/profile/day; CPU and memory per day), per cluster:

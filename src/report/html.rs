@@ -16,6 +16,7 @@
 use std::fmt::Write as _;
 
 use super::format::{cell_text, heading, human_number};
+use super::pool_days::PoolDay;
 use super::render::{Cell, Report};
 
 /// (chart, colour): the chargeback bars, the allocated area, the queue line, the hottest
@@ -40,15 +41,6 @@ fn col<'a>(r: &'a Report, name: &str) -> Vec<&'a Cell> {
         Some(i) => r.rows.iter().map(|row| &row[i]).collect(),
         None => Vec::new(),
     }
-}
-
-/// One day of the pool, in GPU-hours.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PoolDay {
-    pub date: String,
-    pub gpu_hours: f64,
-    pub allocated_hours: f64,
-    pub util_pct: f64,
 }
 
 /// Horizontal bars in HTML, one per label: the label in full, the bar, the value. On a phone
@@ -667,30 +659,4 @@ fn hour_label(t: &str) -> String {
         (Some(d), Some(h)) => format!("{d} {h}"),
         _ => t.to_string(),
     }
-}
-
-/// The pool per day of `window` for the page's time series.
-pub async fn pool_days(
-    ctx: &datafusion::prelude::SessionContext,
-    queries: &crate::queries::Queries,
-    window: &crate::domain::window::Window,
-) -> super::Result<Vec<PoolDay>> {
-    use super::columns::{ints, strs};
-    let r = "daily_pool";
-    let mut out = Vec::new();
-    // From the 15-minute sums (the lake's rollups where current), a week at a time.
-    for b in &super::gpu_buckets::query(ctx, queries, r, window).await? {
-        let (date, all, alloc, util) = (strs(r, b, "date")?, ints(r, b, "gpu_us")?, ints(r, b, "allocated_gpu_us")?, ints(r, b, "util_gpu_us")?);
-        let known = ints(r, b, "util_known_gpu_us")?;
-        for i in 0..b.num_rows() {
-            let (a, al, u, k) = (all[i].unwrap_or(0), alloc[i].unwrap_or(0), util[i].unwrap_or(0), known[i].unwrap_or(0));
-            out.push(PoolDay {
-                date: date[i].clone().unwrap_or_default(),
-                gpu_hours: a as f64 / 3.6e9,
-                allocated_hours: al as f64 / 3.6e9,
-                util_pct: if k > 0 { u as f64 / k as f64 } else { 0.0 },
-            });
-        }
-    }
-    Ok(out)
 }

@@ -15,6 +15,7 @@ pub mod html;
 pub mod idle;
 pub mod inventory;
 pub mod pdf;
+pub mod pool_days;
 pub mod queue;
 pub mod quota;
 pub mod render;
@@ -24,6 +25,7 @@ pub mod terminal;
 
 use std::path::Path;
 
+pub use crate::domain::charge_by::ChargeBy;
 pub use error::{ReportError, Result};
 pub use render::{Cell, Format, Report};
 
@@ -44,24 +46,21 @@ pub enum ReportKind {
     Focus,
     /// The month at a glance against the month before (cost, GPU-hours, utilisation, idle and
     /// unallocated cost, worst p95 wait) and each team's cost beside its previous month.
+    /// Last: it reads the chargeback, idle and queue reports made before it.
     Summary,
 }
 
 impl ReportKind {
-    pub const ALL: [ReportKind; 11] = [
-        ReportKind::Chargeback,
-        ReportKind::ChargebackModels,
-        ReportKind::Idle,
-        ReportKind::Queue,
-        ReportKind::Quota,
-        ReportKind::Heatmap,
-        ReportKind::Events,
-        ReportKind::Inventory,
-        ReportKind::Completeness,
-        ReportKind::Focus,
-        // Last: it reads the chargeback, idle and queue reports made before it.
-        ReportKind::Summary,
-    ];
+    /// Every report, in the order the enum declares them (clap's list of its values: one list,
+    /// so a new variant is a report of `run`, the CLI and the tests without another entry).
+    pub fn all() -> &'static [ReportKind] {
+        <ReportKind as clap::ValueEnum>::value_variants()
+    }
+
+    /// Its name on the command line (`chargeback-models`); `name()` is its files' and sections'.
+    pub fn cli_name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self).expect("no report kind is hidden").get_name().to_string()
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -161,12 +160,13 @@ pub async fn build(
     config: &crate::config::Config,
     window: &crate::domain::window::Window,
 ) -> Result<Vec<Report>> {
-    build_shared(kind, session, queries, config, window, &Shared::default()).await
+    build_shared(kind, ChargeBy::Namespace, session, queries, config, window, &Shared::default()).await
 }
 
 /// As `build`, reusing what `shared` already computed for the same window.
 pub async fn build_shared(
     kind: ReportKind,
+    by: ChargeBy,
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
@@ -179,7 +179,7 @@ pub async fn build_shared(
             return Ok(s.clone());
         }
     }
-    let built = Box::pin(build_one(kind, session, queries, config, window, shared)).await?;
+    let built = Box::pin(build_one(kind, by, session, queries, config, window, shared)).await?;
     if kept {
         shared.sections.lock().expect("lock").push((*window, kind, built.clone()));
     }
@@ -188,6 +188,7 @@ pub async fn build_shared(
 
 async fn build_one(
     kind: ReportKind,
+    by: ChargeBy,
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
@@ -196,8 +197,8 @@ async fn build_one(
 ) -> Result<Vec<Report>> {
     Ok(match kind {
         ReportKind::Summary => {
-            let now = summary::figures(session, queries, config, window, shared, None).await?;
-            let before = summary::previous_figures(session, queries, config, window).await?;
+            let now = summary_figures(session, queries, config, window, shared, None).await?;
+            let before = previous_summary_figures(session, queries, config, window).await?;
             summary::build(&now, before.as_ref(), config)
         }
         ReportKind::Idle => idle::build(session, queries, config, window).await?,
@@ -206,17 +207,54 @@ async fn build_one(
         ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
         ReportKind::Events => vec![events::build(session, queries, window).await?],
         ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],
-        ReportKind::Chargeback => vec![shared.chargeback(session, queries, window).await?.to_report(config, config.chargeback_by)],
+        ReportKind::Chargeback => vec![shared.chargeback(session, queries, window).await?.to_report(config, by)],
         ReportKind::ChargebackModels => vec![chargeback_models::build(&*shared.chargeback(session, queries, window).await?, config, window)],
-        ReportKind::Focus => vec![focus::build(&*shared.chargeback(session, queries, window).await?, config, window)],
+        ReportKind::Focus => vec![focus::build(&*shared.chargeback(session, queries, window).await?, config, window, by)],
         ReportKind::Completeness => vec![shared.completeness(session, queries, config, window).await?.to_report()],
     })
+}
+
+/// The summary's figures of a window, read from the reports it summarises (built here, so the
+/// summary is handed them): its chargeback, the chargeback by team: its chargeback, the chargeback by team, and
+/// the idle and queue reports.
+async fn summary_figures(
+    session: &datafusion::prelude::SessionContext,
+    queries: &crate::queries::Queries,
+    config: &crate::config::Config,
+    window: &crate::domain::window::Window,
+    shared: &Shared,
+    incomplete: Option<String>,
+) -> Result<summary::Figures> {
+    let cb = shared.chargeback(session, queries, window).await?;
+    let mut sections = vec![cb.to_report(config, ChargeBy::Namespace)];
+    sections.extend(build_shared(ReportKind::Idle, ChargeBy::Namespace, session, queries, config, window, shared).await?);
+    sections.extend(build_shared(ReportKind::Queue, ChargeBy::Namespace, session, queries, config, window, shared).await?);
+    Ok(summary::Figures::from_reports(&window.label(), &sections, &cb.to_report(config, ChargeBy::Team), incomplete))
+}
+
+/// The previous window's figures, or None where the lake holds no sample of it.
+async fn previous_summary_figures(
+    session: &datafusion::prelude::SessionContext,
+    queries: &crate::queries::Queries,
+    config: &crate::config::Config,
+    window: &crate::domain::window::Window,
+) -> Result<Option<summary::Figures>> {
+    let previous = window.previous();
+    let shared = Shared::default();
+    let completeness = shared.completeness(session, queries, config, &previous).await?;
+    let held: i64 = completeness::SOURCES.iter().map(|s| completeness.totals(s).1).sum();
+    if held == 0 {
+        return Ok(None);
+    }
+    let incomplete = completeness.verdict(config.run.min_completeness_pct);
+    Ok(Some(summary_figures(session, queries, config, &previous, &shared, incomplete).await?))
 }
 
 /// Report `kind` over `window`, each section marked `DATA INCOMPLETE` where the window's data
 /// falls short of `run.min_completeness_pct`; returns the sections and that reason.
 pub async fn build_checked(
     kind: ReportKind,
+    by: ChargeBy,
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
@@ -224,7 +262,7 @@ pub async fn build_checked(
 ) -> Result<(Vec<Report>, Option<String>)> {
     let shared = Shared::default();
     let (mut sections, verdict) = if kind == ReportKind::Completeness {
-        let sections = build_shared(kind, session, queries, config, window, &shared).await?;
+        let sections = build_shared(kind, by, session, queries, config, window, &shared).await?;
         let verdict = shared.completeness(session, queries, config, window).await?.verdict(config.run.min_completeness_pct);
         (sections, verdict)
     } else {
@@ -233,7 +271,7 @@ pub async fn build_checked(
             let (session, queries, config, window) = (session.clone(), queries.clone(), config.clone(), *window);
             crate::engine::Spawned::new(async move { Shared::default().completeness(&session, &queries, &config, &window).await })
         };
-        let sections = build_shared(kind, session, queries, config, window, &shared).await?;
+        let sections = build_shared(kind, by, session, queries, config, window, &shared).await?;
         let completeness = measured.join().await.map_err(|source| ReportError::PassStopped { report: "completeness", pass: "its measure", source })??;
         (sections, completeness.verdict(config.run.min_completeness_pct))
     };
@@ -275,9 +313,9 @@ pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
 const BUILT_FIRST: [ReportKind; 2] = [ReportKind::Queue, ReportKind::Idle];
 
 /// The order `write_month` builds the reports in: `BUILT_FIRST`, then the rest as
-/// `ReportKind::ALL` lists them (the summary last).
+/// `ReportKind::all()` lists them (the summary last).
 pub fn build_order() -> impl Iterator<Item = ReportKind> {
-    BUILT_FIRST.into_iter().chain(ReportKind::ALL.into_iter().filter(|k| !BUILT_FIRST.contains(k)))
+    BUILT_FIRST.into_iter().chain(ReportKind::all().iter().copied().filter(|k| !BUILT_FIRST.contains(k)))
 }
 
 /// What `write_month` wrote.
@@ -306,12 +344,13 @@ pub async fn write_month(
     // Measured first: its verdict goes into every file.
     let completeness = shared.completeness(session, queries, config, window).await.context("report completeness")?;
     let incomplete = completeness.verdict(config.run.min_completeness_pct);
-    // Sections and files by report, kept in `ReportKind::ALL`'s order for the workbook, the page
+    // Sections and files by report, kept in `ReportKind::all()`'s order for the workbook, the page
     // and the run's summary line, whatever order they were built in.
     let mut by_kind: Vec<(usize, Vec<Report>, Vec<String>)> = Vec::new();
     for kind in build_order() {
         let t = std::time::Instant::now();
-        let mut built = build_shared(kind, session, queries, config, window, shared).await.with_context(|| format!("report {}", kind.name()))?;
+        let mut built =
+            build_shared(kind, ChargeBy::Namespace, session, queries, config, window, shared).await.with_context(|| format!("report {}", kind.name()))?;
         let mut written = Vec::new();
         for r in &mut built {
             if let Some(reason) = &incomplete {
@@ -320,7 +359,7 @@ pub async fn write_month(
             written.extend(write_all_formats(r, dir)?);
         }
         tracing::info!("report {} written in {:.2}s", kind.name(), t.elapsed().as_secs_f64());
-        by_kind.push((ReportKind::ALL.iter().position(|k| *k == kind).unwrap_or(usize::MAX), built, written));
+        by_kind.push((ReportKind::all().iter().position(|k| *k == kind).unwrap_or(usize::MAX), built, written));
         // What the report's queries freed goes back to the system before the next one, so the
         // close's peak is its largest report's, not the sum of the heaps they leave behind.
         crate::limits::release_freed_memory();
@@ -344,7 +383,7 @@ pub async fn write_month(
     let in_book: Vec<&Report> = sections.iter().filter(is_summary).chain(sections.iter().filter(|r| !is_summary(r))).collect();
     write_atomic(&dir.join(&book), &Report::workbook(&in_book)?)?;
     files.push(book);
-    let pool = html::pool_days(session, queries, window).await?;
+    let pool = pool_days::pool_days(session, queries, window).await?;
     let label = window.label();
     let page =
         html::MonthPage { label: &label, currency: &config.pricing.currency, sections: &sections, pool: &pool, incomplete: incomplete.as_deref() }.render();
@@ -399,8 +438,18 @@ mod tests {
         let mut built: Vec<&str> = build_order().map(|k| k.name()).collect();
         assert_eq!(Some(&"summary"), built.last());
         built.sort_unstable();
-        let mut all: Vec<&str> = ReportKind::ALL.iter().map(|k| k.name()).collect();
+        let mut all: Vec<&str> = ReportKind::all().iter().map(|k| k.name()).collect();
         all.sort_unstable();
         assert_eq!(all, built);
+    }
+
+    #[test]
+    fn every_kind_is_listed_once_and_named_alike_on_the_command_line_and_in_files() {
+        let all = ReportKind::all();
+        assert_eq!(all.last(), Some(&ReportKind::Summary), "the summary reads the reports before it");
+        for k in all {
+            assert_eq!(k.cli_name().replace('-', "_"), k.name(), "{k:?}");
+            assert_eq!(all.iter().filter(|o| o.name() == k.name()).count(), 1, "{k:?}");
+        }
     }
 }

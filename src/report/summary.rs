@@ -9,16 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use datafusion::prelude::SessionContext;
 use serde_json::Value;
 
 use super::render::{Cell, Report};
-use super::Result;
 use crate::config::Config;
-use crate::domain::charge_by::ChargeBy;
 use crate::domain::money::round_ratio;
-use crate::domain::window::Window;
-use crate::queries::Queries;
 
 pub const R: &str = "summary";
 pub const TEAMS: &str = "summary_teams";
@@ -122,36 +117,6 @@ impl Figures {
         }
         f
     }
-}
-
-/// The reports a window's figures are read from: its chargeback, the chargeback by team, and
-/// the idle and queue reports.
-pub async fn figures(
-    session: &SessionContext,
-    queries: &Queries,
-    config: &Config,
-    window: &Window,
-    shared: &super::Shared,
-    incomplete: Option<String>,
-) -> Result<Figures> {
-    let cb = shared.chargeback(session, queries, window).await?;
-    let mut sections = vec![cb.to_report(config, ChargeBy::Namespace)];
-    sections.extend(super::build_shared(super::ReportKind::Idle, session, queries, config, window, shared).await?);
-    sections.extend(super::build_shared(super::ReportKind::Queue, session, queries, config, window, shared).await?);
-    Ok(Figures::from_reports(&window.label(), &sections, &cb.to_report(config, ChargeBy::Team), incomplete))
-}
-
-/// The previous window's figures, or None where the lake holds no sample of it.
-pub async fn previous_figures(session: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<Option<Figures>> {
-    let previous = window.previous();
-    let shared = super::Shared::default();
-    let completeness = shared.completeness(session, queries, config, &previous).await?;
-    let held: i64 = super::completeness::SOURCES.iter().map(|s| completeness.totals(s).1).sum();
-    if held == 0 {
-        return Ok(None);
-    }
-    let incomplete = completeness.verdict(config.run.min_completeness_pct);
-    Ok(Some(figures(session, queries, config, &previous, &shared, incomplete).await?))
 }
 
 fn dec(units: i128, decimals: u32) -> Cell {

@@ -21,7 +21,8 @@ fn reports_on_ballista_equal_the_local_engine() {
         all.extend_from_slice(args);
         common::run_ok(dir, &all).stdout
     };
-    for kind in ["chargeback", "chargeback-models", "idle", "queue", "quota", "heatmap", "events", "inventory", "completeness"] {
+    for kind in common::report_kinds_compared() {
+        let kind = kind.as_str();
         let args = ["report", kind, "--from", FROM, "--to", TO, "--format", "json"];
         let (local, ballista) = (run("local", &args), run("ballista://standalone", &args));
         assert!(local.len() > 100, "{kind}: a real report ({} bytes)", local.len());

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 const FROM: &str = "2026-10-01T00:00:00Z";
 const TO: &str = "2026-10-03T12:00:00Z";
-const KINDS: [&str; 9] = ["chargeback", "chargeback-models", "idle", "queue", "quota", "heatmap", "events", "inventory", "completeness"];
 /// Task slots per executor: 16 in all is what the chargeback's plan needs (see src/distributed.rs).
 const VCORES: &str = "16";
 
@@ -198,7 +197,13 @@ fn outputs(dir: &Path, lake: &[&str], engine: &str) -> Vec<(String, Vec<u8>)> {
         all.extend_from_slice(args);
         common::run_ok(dir, &all).stdout
     };
-    let mut out: Vec<(String, Vec<u8>)> = KINDS.iter().map(|k| (k.to_string(), run(&["report", k, "--from", FROM, "--to", TO, "--format", "json"]))).collect();
+    let mut out: Vec<(String, Vec<u8>)> = common::report_kinds_compared()
+        .into_iter()
+        .map(|k| {
+            let bytes = run(&["report", &k, "--from", FROM, "--to", TO, "--format", "json"]);
+            (k, bytes)
+        })
+        .collect();
     let sql = "SELECT date, CAST(namespace AS VARCHAR) AS ns, count(*) AS n, sum(energy_j) AS e FROM gpu_samples GROUP BY 1, 2 ORDER BY 1, 2";
     out.push(("query".into(), run(&["query", sql, "--format", "csv"])));
     out
@@ -259,7 +264,7 @@ fn reports_on_the_stock_ballista_binaries_equal_the_local_engine() {
     assert_same("lake on disk", &local, &on_cluster, || cluster.log_tails());
     // The queries ran on the executors, not in this process: they keep a folder per job.
     let jobs = cluster.jobs_run();
-    assert!(jobs >= KINDS.len(), "only {jobs} jobs in the executors' work dirs\n{}", cluster.log_tails());
+    assert!(jobs >= common::report_kinds_compared().len(), "only {jobs} jobs in the executors' work dirs\n{}", cluster.log_tails());
     let scratch = dir.join("sim/lake/_scratch");
     assert!(!scratch.exists() || std::fs::read_dir(&scratch).unwrap().next().is_none(), "scratch tables removed");
 
@@ -268,7 +273,7 @@ fn reports_on_the_stock_ballista_binaries_equal_the_local_engine() {
         let s3 = ["--config", "s3.toml"];
         let on_bucket = outputs(dir, &s3, &cluster.engine());
         assert_same("lake in a bucket", &local, &on_bucket, || cluster.log_tails());
-        assert!(cluster.jobs_run() >= jobs + KINDS.len(), "the bucket's reports ran on the executors");
+        assert!(cluster.jobs_run() >= jobs + common::report_kinds_compared().len(), "the bucket's reports ran on the executors");
         assert!(moto.tree("fleet", "prod/lake/_scratch").is_empty(), "scratch tables removed from the bucket");
     }
 }

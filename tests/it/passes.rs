@@ -301,7 +301,7 @@ fn heatmap_and_daily_pool_from_the_sums_equal_the_per_row_sql() {
         rt.block_on(async {
             let ctx = SessionBuilder::default().build(&lake, &config).await.unwrap();
             let cells = gpuledger::report::heatmap::cells(&ctx, &queries, &window).await.unwrap();
-            let days = gpuledger::report::html::pool_days(&ctx, &queries, &window).await.unwrap();
+            let days = gpuledger::report::pool_days::pool_days(&ctx, &queries, &window).await.unwrap();
             let want_cells = run_query(&ctx, "per-row heatmap", per_row_heatmap, window_params(&window)).await.unwrap();
             let want_days = run_query(&ctx, "per-row days", per_row_days, window_params(&window)).await.unwrap();
             (cells, days, rows(&want_cells), rows(&want_days))

@@ -55,7 +55,8 @@ fn reports_on_a_bucket_equal_reports_on_disk() {
         args.extend(["report", kind, "--from", FROM, "--to", TO, "--format", format]);
         common::run_ok(dir, &args).stdout
     };
-    for kind in ["chargeback", "chargeback-models", "idle", "queue", "quota", "heatmap", "events", "inventory", "completeness"] {
+    for kind in common::report_kinds_compared() {
+        let kind = kind.as_str();
         let (a, b) = (report(&local, kind, "json"), report(&s3, kind, "json"));
         assert!(a.len() > 100, "{kind}: a real report ({} bytes)", a.len());
         assert!(a == b, "{kind} differs between the bucket and the disk");

@@ -171,3 +171,12 @@ pub fn wait_until(what: &str, limit: std::time::Duration, mut ready: impl FnMut(
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Every report kind's command-line name, for the tests that compare a report across engines
+/// or stores byte for byte; a new kind is compared without a test edit. Left out: `focus`
+/// (CSV and Parquet only, no JSON) and `summary` (made of the chargeback, idle and queue
+/// reports, which are compared themselves).
+pub fn report_kinds_compared() -> Vec<String> {
+    use gpuledger::report::ReportKind;
+    ReportKind::all().iter().filter(|k| !matches!(k, ReportKind::Focus | ReportKind::Summary)).map(|k| k.cli_name()).collect()
+}
