@@ -146,9 +146,9 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
         (crate::lake::passes::idle_runs::HOLDING_TABLE, crate::lake::passes::idle_runs::holding_schema()),
         (crate::lake::passes::idle_runs::RUNS_TABLE, crate::lake::passes::idle_runs::runs_schema()),
         (crate::lake::passes::gpu_buckets::TABLE, crate::lake::passes::gpu_buckets::schema()),
-        (crate::lake::rollup::Kind::PendingBuckets.name(), crate::lake::rollup::Kind::PendingBuckets.schema()),
-        (crate::lake::rollup::Kind::NamespaceGpus.name(), crate::lake::rollup::Kind::NamespaceGpus.schema()),
-        (crate::lake::rollup::Kind::UnallocatedUnits.name(), crate::lake::rollup::Kind::UnallocatedUnits.schema()),
+        (crate::lake::rollup::PENDING_BUCKETS.name(), crate::lake::rollup::PENDING_BUCKETS.schema()),
+        (crate::lake::rollup::NAMESPACE_GPUS.name(), crate::lake::rollup::NAMESPACE_GPUS.schema()),
+        (crate::lake::rollup::UNALLOCATED_UNITS.name(), crate::lake::rollup::UNALLOCATED_UNITS.schema()),
     ] {
         if let Ok(t) = datafusion::datasource::MemTable::try_new(schema, vec![vec![]]) {
             let _ = ctx.register_table(name, std::sync::Arc::new(t));

@@ -428,5 +428,5 @@ pub(super) fn gaps_batch(gaps: &[(&'static str, String, i64, i64)]) -> RecordBat
     let start = arrow::array::TimestampMillisecondArray::from(gaps.iter().map(|g| g.2).collect::<Vec<_>>()).with_timezone("UTC");
     let end = arrow::array::TimestampMillisecondArray::from(gaps.iter().map(|g| g.3).collect::<Vec<_>>()).with_timezone("UTC");
     let reason: arrow::array::DictionaryArray<Int32Type> = gaps.iter().map(|_| "no data").collect();
-    crate::lake::rows::table_batch(Table::Gaps, vec![Arc::new(src), Arc::new(metric), Arc::new(start), Arc::new(end), Arc::new(reason)])
+    crate::lake::rows::table_batch(Table::Gaps.schema(), vec![Arc::new(src), Arc::new(metric), Arc::new(start), Arc::new(end), Arc::new(reason)])
 }

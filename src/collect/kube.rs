@@ -548,7 +548,7 @@ impl KubeState {
             cc.append_option(c.as_deref());
         }
         let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(team.finish()), Arc::new(cc.finish())];
-        crate::lake::rows::table_batch(Table::NamespaceLabels, columns)
+        crate::lake::rows::table_batch(Table::NamespaceLabels.schema(), columns)
     }
 
     /// Per node, per cell of the window: the whole GPUs (`nvidia.com/gpu`) kube-state-metrics
@@ -618,7 +618,7 @@ impl KubeState {
             v.append_value(*value);
         }
         let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(a.finish()), Arc::new(b.finish()), Arc::new(v.finish())];
-        crate::lake::rows::table_batch(table, columns)
+        crate::lake::rows::table_batch(table.schema(), columns)
     }
 }
 

@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
 
+use super::backend::Store;
 use super::schema::Table;
-use super::store::Store;
 
 /// Suffix of files being written; a crash leaves only these behind and they are never read.
 pub const TEMP_SUFFIX: &str = ".parquet.tmp";
+/// The rollups' root folder under the lake root (`lake::rollup`: a folder per kind under it).
+pub const ROLLUP_ROOT: &str = "_rollups";
 
 /// A day's file of a table as [`Lake::day_files`] finds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,8 +130,15 @@ impl Lake {
         for table in Table::ALL {
             dirs.extend(self.dates(table)?.into_iter().map(|d| self.partition_dir(table, d)));
         }
-        for rollups in super::rollup::dirs(self) {
-            dirs.extend(self.list(&rollups)?.into_iter().map(|name| rollups.join(name)));
+        let rollups = self.root().join(ROLLUP_ROOT);
+        for kind in self.list(&rollups)? {
+            let kind = rollups.join(kind);
+            match self.list(&kind) {
+                Ok(days) => dirs.extend(days.into_iter().map(|name| kind.join(name))),
+                // A stray file beside the kinds' folders.
+                Err(e) if e.kind() == io::ErrorKind::NotADirectory => {}
+                Err(e) => return Err(e),
+            }
         }
         let mut removed = 0;
         for dir in dirs {

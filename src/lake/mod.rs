@@ -1,9 +1,12 @@
 //! The Parquet lake: one explicit schema per table (`schema`), the on-disk layout
-//! (`layout`), the atomic writer (`writer`) and the 15-minute rollup it keeps of
-//! `gpu_samples` and `pending_samples` (`buckets`, `day_sums`, `rollup`), on a local disk or object storage (`store`, `s3`).
+//! (`layout`), the atomic writer (`writer`), the rollups kept of `gpu_samples` and
+//! `pending_samples` days (`rollup/`, one file per kind), a day and its rollups published
+//! together (`day`), and the passes that read them (`passes/`), on a local disk or object
+//! storage (`store`, `s3`).
 
-pub mod buckets;
-pub mod day_sums;
+pub mod backend;
+pub mod column_types;
+pub mod day;
 pub mod gpu_energy;
 pub mod import;
 pub mod intern;
@@ -21,6 +24,7 @@ pub mod schema;
 pub mod store;
 pub mod writer;
 
+pub use day::write_partition;
 pub use layout::Lake;
 pub use schema::Table;
-pub use writer::{write_partition, WriteError};
+pub use writer::WriteError;

@@ -21,7 +21,7 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float32Type, Float64Type};
 use arrow::error::ArrowError;
 
-use super::Table;
+use super::schema::Table;
 
 /// Energy is kept to this many joules.
 pub const ENERGY_J_RESOLUTION: f64 = 1.0;

@@ -9,8 +9,6 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
 
-use super::Table;
-
 type Labels = StringDictionaryBuilder<Int32Type>;
 
 /// A column builder as a row builder starts it (empty, timestamps in UTC), and the Arrow type
@@ -78,7 +76,7 @@ impl Fresh for TimestampMillisecondBuilder {
         TimestampMillisecondBuilder::new().with_timezone("UTC")
     }
     fn data_type() -> DataType {
-        super::schema::ts_type()
+        super::column_types::ts_type()
     }
 }
 impl Column<i64> for TimestampMillisecondBuilder {
@@ -114,7 +112,7 @@ macro_rules! string_columns {
         }
     )*};
 }
-string_columns!(Labels => super::schema::label_type(), StringBuilder => DataType::Utf8);
+string_columns!(Labels => super::column_types::label_type(), StringBuilder => DataType::Utf8);
 
 /// A lake table's row (`$row`, borrowed values; `$row::schema()` is the table's schema) and
 /// its builder (`$builder`: `push` a row, `finish` a batch), from one list of columns in
@@ -133,7 +131,7 @@ macro_rules! lake_rows {
             /// The table's Arrow schema, `cluster` last.
             pub fn schema() -> SchemaRef {
                 let mut fields = vec![$(Field::new(stringify!($field), <$column as Fresh>::data_type(), <$value as Value>::NULLABLE),)*];
-                fields.push(super::schema::cluster());
+                fields.push(super::column_types::cluster());
                 Arc::new(Schema::new(fields))
             }
         }
@@ -158,24 +156,24 @@ macro_rules! lake_rows {
             }
 
             pub fn finish(mut self) -> RecordBatch {
-                table_batch(Table::$table, vec![$(Arc::new(self.$field.finish()) as ArrayRef,)*])
+                table_batch($row::schema(), vec![$(Arc::new(self.$field.finish()) as ArrayRef,)*])
             }
         }
     )*};
 }
 
-/// A batch of `table` from its columns in schema order, all but the trailing `cluster`, which
-/// comes null (the cluster is the collector's to set, per batch: [`with_cluster`]).
-pub fn table_batch(table: Table, mut columns: Vec<ArrayRef>) -> RecordBatch {
+/// A batch of a table of `schema` from its columns in schema order, all but the trailing
+/// `cluster`, which comes null (the cluster is the collector's to set, per batch: [`with_cluster`]).
+pub fn table_batch(schema: SchemaRef, mut columns: Vec<ArrayRef>) -> RecordBatch {
     let rows = columns.first().map_or(0, |c| c.len());
-    columns.push(arrow::array::new_null_array(&super::schema::label_type(), rows));
-    RecordBatch::try_new(table.schema(), columns).expect("row builder columns match the table schema")
+    columns.push(arrow::array::new_null_array(&super::column_types::label_type(), rows));
+    RecordBatch::try_new(schema, columns).expect("row builder columns match the table schema")
 }
 
 /// `batch` (of a lake table) with every row's `cluster` set to `name`.
 pub fn with_cluster(batch: RecordBatch, name: &str) -> RecordBatch {
     let schema = batch.schema();
-    let idx = schema.index_of(super::schema::CLUSTER).expect("every lake table has a cluster column");
+    let idx = schema.index_of(super::column_types::CLUSTER).expect("every lake table has a cluster column");
     let mut columns = batch.columns().to_vec();
     let keys = arrow::array::Int32Array::from(vec![0; batch.num_rows()]);
     let values: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![name]));

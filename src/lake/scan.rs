@@ -14,7 +14,8 @@ use chrono::NaiveDate;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
-use super::{Lake, Table};
+use super::layout::Lake;
+use super::schema::Table;
 
 /// Rows per decoded batch.
 pub const SCAN_BATCH_ROWS: usize = 64 * 1024;

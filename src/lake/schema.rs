@@ -2,9 +2,11 @@
 //! declare their columns in `rows.rs`, which builds their schemas). Readers (the engine),
 //! writers (the simulator, the collector) and `gpuledger tables` all use these definitions.
 
+use super::column_types::{cluster, label, ts};
+pub use super::column_types::{label_type, ts_array, ts_field, ts_type, CLUSTER};
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 /// Bumped when a column changes meaning or type; written into every file's key/value metadata.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -161,44 +163,6 @@ impl Table {
         }
     }
 }
-
-/// Timestamps are milliseconds since the epoch, UTC.
-pub fn ts_type() -> DataType {
-    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
-}
-
-/// A non-null column of [`ts_type`] named `name`.
-pub fn ts_field(name: &str) -> arrow::datatypes::Field {
-    arrow::datatypes::Field::new(name, ts_type(), false)
-}
-
-/// Milliseconds since the epoch as a [`ts_type`] array.
-pub fn ts_array(values: Vec<i64>) -> arrow::array::TimestampMillisecondArray {
-    arrow::array::TimestampMillisecondArray::from(values).with_timezone("UTC")
-}
-
-/// Low-cardinality labels are dictionary-encoded in memory and in Parquet.
-pub fn label_type() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
-
-fn ts(name: &str, nullable: bool) -> Field {
-    Field::new(name, ts_type(), nullable)
-}
-
-fn label(name: &str, nullable: bool) -> Field {
-    Field::new(name, label_type(), nullable)
-}
-
-/// The column every table ends with: the cluster a row belongs to (the value of
-/// `prometheus.cluster_label` on its series, else `prometheus.cluster_name`). Nullable: files
-/// written before it existed read as null (see [`cluster_of`]).
-pub(super) fn cluster() -> Field {
-    label(CLUSTER, true)
-}
-
-/// The name of the cluster column.
-pub const CLUSTER: &str = "cluster";
 
 /// Columns added to the tables after their first version, read as null from older files.
 pub const LATER_COLUMNS: [&str; 6] = [CLUSTER, GPU_SHARE_PCT, COUNTER_J, ROWS_ENERGY_J, COUNTER_ENERGY_J, COUNTER_DELTA_J];

@@ -13,15 +13,8 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
 
+pub use super::backend::Store;
 use super::layout::Lake;
-
-/// Where a lake is kept.
-#[derive(Debug, Clone)]
-pub enum Store {
-    Local,
-    #[cfg(feature = "s3")]
-    S3(std::sync::Arc<super::s3::S3Store>),
-}
 
 pub use crate::domain::location::is_url;
 

@@ -48,8 +48,10 @@ pub enum WriteError {
 pub type Result<T, E = WriteError> = std::result::Result<T, E>;
 
 /// Sorts `batch` by the table's sort columns and publishes it as the table's file for `date`,
-/// replacing any earlier file for that day atomically. Returns the path written.
-pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &RecordBatch) -> Result<PathBuf> {
+/// replacing any earlier file for that day atomically. Returns the path written and the rows as
+/// written (sorted, at the lake's resolution). The day's rollups are not this file's business:
+/// `lake::day::write_partition` publishes them after it.
+pub fn write_file(lake: &Lake, table: Table, date: NaiveDate, batch: &RecordBatch) -> Result<(PathBuf, RecordBatch)> {
     let schema = table.schema();
     if batch.schema().fields() != schema.fields() {
         return Err(WriteError::Schema {
@@ -62,21 +64,12 @@ pub fn write_partition(lake: &Lake, table: Table, date: NaiveDate, batch: &Recor
     let sorted = sort_batch(table, &quantized).map_err(|source| WriteError::Sort { table: table.name(), date, source })?;
 
     let final_path = lake.partition_file(table, date);
-    // A day's rollups are replaced once its new file is in place: a write that fails (a full
-    // disk) leaves the day's file and its rollups as they were. A crash between the two leaves
-    // rollups of the old file beside the new one, in a day the published record marks as being
-    // written (`published::Published::begin`), which no session reads until it is written
-    // again; `collect --accept` drops the rollups of the days it accepts.
     lake.publish(&final_path, |out| {
         write_parquet(table, date, &sorted, out)?;
         crate::failpoint::write("write")
     })
     .map_err(|source| WriteError::Io { path: final_path.clone(), source })?;
-    if super::rollup::SOURCES.contains(&table) {
-        super::rollup::write(lake, table, date, &sorted, &final_path)?;
-    }
-    crate::failpoint::pass("publish");
-    Ok(final_path)
+    Ok((final_path, sorted))
 }
 
 /// The rows of `batch` in the table's sort order (nulls first, ascending).

@@ -185,12 +185,12 @@ pub async fn load(
     let mut pending = Vec::new();
     let mut quotas = BTreeMap::new();
     // The recorded pending demand, from the pending rollups (or the window's rows).
-    crate::report::rolled::register::<crate::lake::day_sums::PendingSums>(ctx, "plan_recorded", crate::lake::rollup::Kind::PendingBuckets, window).await?;
+    crate::report::rolled::register::<crate::lake::rollup::PendingSums>(ctx, "plan_recorded", crate::lake::rollup::PENDING_BUCKETS, window).await?;
     let recorded = match queries.get("plan_recorded") {
         Ok(sql) => run_query(ctx, "plan_recorded", &sql, params.clone()).await.map_err(PlanError::from),
         Err(e) => Err(PlanError::from(e)),
     };
-    crate::report::rolled::deregister(ctx, crate::lake::rollup::Kind::PendingBuckets);
+    crate::report::rolled::deregister(ctx, crate::lake::rollup::PENDING_BUCKETS);
     for b in &recorded? {
         let (ns, hour, gpu_s, hard) = (strs(r, b, "namespace")?, ints(r, b, "hour_ms")?, ints(r, b, "pending_gpu_s")?, ints(r, b, "hard")?);
         for i in 0..b.num_rows() {

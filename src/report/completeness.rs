@@ -29,7 +29,7 @@ use crate::domain::money::round_ratio;
 use crate::domain::units::US_PER_HOUR;
 use crate::domain::window::Window;
 use crate::engine::run_query;
-use crate::lake::day_sums::Counts;
+use crate::lake::rollup::Counts;
 use crate::queries::Queries;
 
 /// DCGM's GPU rows, those with a utilisation, those with energy, and kube-state-metrics' steps.
@@ -100,42 +100,41 @@ async fn fold_days(
     end_ms: i64,
     cluster: Option<String>,
     threads: usize,
-) -> Result<Vec<(String, crate::lake::day_sums::Counts)>> {
-    use crate::lake::day_sums::DayCounts;
-    let counted =
-        tokio::task::spawn_blocking(move || -> std::result::Result<Vec<(String, crate::lake::day_sums::Counts)>, crate::lake::buckets::BucketError> {
-            let table = crate::lake::Table::GpuSamples;
-            let files = lake.existing(&lake.table_dir(table), files).map_err(|source| crate::lake::scan::ScanError::List {
-                table: table.name(),
-                lake: lake.root().to_path_buf(),
-                source,
-            })?;
-            let strings = std::sync::Mutex::new(crate::lake::intern::Interner::default());
-            let parts = crate::lake::scan::fold_files(
-                &lake,
-                &files,
-                &DayCounts::columns(),
-                threads,
-                Vec::new,
-                |days: &mut Vec<(std::path::PathBuf, DayCounts)>, path, b| {
-                    if days.last().is_none_or(|(p, _)| p != path) {
-                        days.push((path.to_path_buf(), DayCounts::default()));
-                    }
-                    days.last_mut().expect("a day to count into").1.add(&strings, path, &b, start_ms, end_ms)
-                },
-            )?;
-            let strings = strings.into_inner().expect("interner lock");
-            Ok(parts
-                .into_iter()
-                .flatten()
-                .filter_map(|(path, counts)| {
-                    let date = crate::lake::passes::rolled::date_of(&path)?;
-                    Some((date.format("%Y-%m-%d").to_string(), counts.finish(&strings).of(cluster.as_deref())))
-                })
-                .collect())
-        })
-        .await
-        .map_err(|source| ReportError::PassStopped { report: "completeness", pass: "the count of day files", source })??;
+) -> Result<Vec<(String, crate::lake::rollup::Counts)>> {
+    use crate::lake::rollup::DayCounts;
+    let counted = tokio::task::spawn_blocking(move || -> std::result::Result<Vec<(String, crate::lake::rollup::Counts)>, crate::lake::rollup::BucketError> {
+        let table = crate::lake::Table::GpuSamples;
+        let files = lake.existing(&lake.table_dir(table), files).map_err(|source| crate::lake::scan::ScanError::List {
+            table: table.name(),
+            lake: lake.root().to_path_buf(),
+            source,
+        })?;
+        let strings = std::sync::Mutex::new(crate::lake::intern::Interner::default());
+        let parts = crate::lake::scan::fold_files(
+            &lake,
+            &files,
+            &DayCounts::columns(),
+            threads,
+            Vec::new,
+            |days: &mut Vec<(std::path::PathBuf, DayCounts)>, path, b| {
+                if days.last().is_none_or(|(p, _)| p != path) {
+                    days.push((path.to_path_buf(), DayCounts::default()));
+                }
+                days.last_mut().expect("a day to count into").1.add(&strings, path, &b, start_ms, end_ms)
+            },
+        )?;
+        let strings = strings.into_inner().expect("interner lock");
+        Ok(parts
+            .into_iter()
+            .flatten()
+            .filter_map(|(path, counts)| {
+                let date = crate::lake::passes::rolled::date_of(&path)?;
+                Some((date.format("%Y-%m-%d").to_string(), counts.finish(&strings).of(cluster.as_deref())))
+            })
+            .collect())
+    })
+    .await
+    .map_err(|source| ReportError::PassStopped { report: "completeness", pass: "the count of day files", source })??;
     Ok(counted)
 }
 

@@ -22,9 +22,9 @@ use crate::config::Config;
 use crate::domain::money::round_ratio;
 use crate::domain::window::Window;
 use crate::engine::{run_query, session_lake};
-use crate::lake::day_sums::UnallocatedUnits;
 use crate::lake::passes::idle_runs::{self, IdleRule};
-use crate::lake::rollup::Kind;
+use crate::lake::rollup::UnallocatedUnits;
+use crate::lake::rollup::{self};
 use crate::queries::Queries;
 
 use crate::domain::units::US_PER_HOUR;
@@ -273,13 +273,13 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
     let (mut un_total, mut un_cost) = (0i64, 0i128);
     // Unallocated GPUs and zombie memory: both from the GPU time no pod held, per unit and
     // bucket (the lake's rollups, or the window's rows).
-    super::rolled::register::<UnallocatedUnits>(ctx, "idle_unallocated", Kind::UnallocatedUnits, window).await?;
+    super::rolled::register::<UnallocatedUnits>(ctx, "idle_unallocated", rollup::UNALLOCATED_UNITS, window).await?;
     let unallocated = run_query(ctx, "idle_unallocated", &queries.get("idle_unallocated")?, params.clone()).await;
     let zombie = match &unallocated {
         Ok(_) => run_query(ctx, "idle_zombie", &queries.get("idle_zombie")?, params).await,
         Err(_) => Ok(Vec::new()),
     };
-    super::rolled::deregister(ctx, Kind::UnallocatedUnits);
+    super::rolled::deregister(ctx, rollup::UNALLOCATED_UNITS);
     let (unallocated, zombie) = (unallocated?, zombie?);
     for b in &unallocated {
         let r = "idle_unallocated";

@@ -22,8 +22,8 @@ use crate::domain::stats::nearest_rank;
 use crate::domain::units::US_PER_HOUR;
 use crate::domain::window::Window;
 use crate::engine::run_query;
-use crate::lake::day_sums::PendingSums;
-use crate::lake::rollup::Kind;
+use crate::lake::rollup::PendingSums;
+use crate::lake::rollup::{self};
 use crate::queries::Queries;
 
 const LONGEST: usize = 20;
@@ -144,7 +144,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     // Pending pods and GPU demand over time.
     let mut hourly = Vec::new();
     let mut by_hour: BTreeMap<(i64, String, String), (i64, i64)> = BTreeMap::new();
-    let pending = super::rolled::query::<PendingSums>(ctx, queries, "queue_pending", Kind::PendingBuckets, window).await?;
+    let pending = super::rolled::query::<PendingSums>(ctx, queries, "queue_pending", rollup::PENDING_BUCKETS, window).await?;
     for b in &pending {
         let r = "queue_pending";
         let (hour, ns, pc, pod_us, gpu_us) =

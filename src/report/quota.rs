@@ -21,8 +21,8 @@ use super::Result;
 use crate::config::Config;
 use crate::domain::money::{format_units, round_ratio};
 use crate::domain::window::Window;
-use crate::lake::day_sums::{NamespaceGpus, PendingSums};
-use crate::lake::rollup::Kind;
+use crate::lake::rollup::{self};
+use crate::lake::rollup::{NamespaceGpus, PendingSums};
 use crate::queries::Queries;
 
 /// One namespace's use: seconds spent holding each number of whole GPUs.
@@ -90,14 +90,14 @@ pub fn recommend(u: &Usage, window_s: i64) -> (&'static str, Option<i64>, String
 
 pub async fn usage(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<BTreeMap<String, Usage>> {
     let mut out: BTreeMap<String, Usage> = BTreeMap::new();
-    for b in &super::rolled::query::<NamespaceGpus>(ctx, queries, "quota_use", Kind::NamespaceGpus, window).await? {
+    for b in &super::rolled::query::<NamespaceGpus>(ctx, queries, "quota_use", rollup::NAMESPACE_GPUS, window).await? {
         let r = "quota_use";
         let (ns, gpus, secs) = (strs(r, b, "namespace")?, ints(r, b, "gpus")?, ints(r, b, "seconds")?);
         for i in 0..b.num_rows() {
             *out.entry(ns[i].clone().unwrap_or_default()).or_default().histogram.entry(gpus[i].unwrap_or(0)).or_default() += secs[i].unwrap_or(0);
         }
     }
-    for b in &super::rolled::query::<PendingSums>(ctx, queries, "quota_limits", Kind::PendingBuckets, window).await? {
+    for b in &super::rolled::query::<PendingSums>(ctx, queries, "quota_limits", rollup::PENDING_BUCKETS, window).await? {
         let r = "quota_limits";
         let (ns, hard, pending) = (strs(r, b, "namespace")?, ints(r, b, "hard")?, ints(r, b, "pending_gpu_s")?);
         for i in 0..b.num_rows() {

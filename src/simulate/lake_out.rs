@@ -223,7 +223,7 @@ impl LakeOutput<'_> {
         }
         let columns: Vec<ArrayRef> =
             vec![std::sync::Arc::new(ts.finish()), std::sync::Arc::new(ns.finish()), std::sync::Arc::new(team.finish()), std::sync::Arc::new(cc.finish())];
-        crate::lake::rows::table_batch(Table::NamespaceLabels, columns)
+        crate::lake::rows::table_batch(Table::NamespaceLabels.schema(), columns)
     }
 
     /// The day's inventory, each physical GPU's energy of the day (`gpu`: its rows, named with

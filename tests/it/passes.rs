@@ -357,8 +357,7 @@ fn heatmap_and_daily_pool_from_the_sums_equal_the_per_row_sql() {
 /// day's GPU rollup against `queries/completeness.sql` over the day's samples.
 #[test]
 fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
-    use gpuledger::lake::day_sums::{NamespaceGpus, PendingSums, UnallocatedUnits};
-    use gpuledger::lake::rollup::Kind;
+    use gpuledger::lake::rollup::{NamespaceGpus, PendingSums, UnallocatedUnits};
     use gpuledger::report::rolled;
     let tmp = tempfile::tempdir().unwrap();
     common::run_ok(
@@ -376,15 +375,16 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
         rt.block_on(async {
             let ctx = SessionBuilder::default().cluster(cluster.map(String::from)).build(&lake, &config).await.unwrap();
             let threads = ctx.state().config().target_partitions();
-            let pending = gpuledger::lake::passes::rolled::scan::<PendingSums>(&lake, Kind::PendingBuckets, window, threads).unwrap();
+            let pending = gpuledger::lake::passes::rolled::scan::<PendingSums>(&lake, rollup::PENDING_BUCKETS, window, threads).unwrap();
             assert_eq!(pending.rollup_days, rollup_days, "pending days from rollups in {window:?}");
-            let held = gpuledger::lake::passes::rolled::scan::<NamespaceGpus>(&lake, Kind::NamespaceGpus, window, threads).unwrap();
+            let held = gpuledger::lake::passes::rolled::scan::<NamespaceGpus>(&lake, rollup::NAMESPACE_GPUS, window, threads).unwrap();
             assert_eq!(held.rollup_days, rollup_days, "histogram days from rollups in {window:?}");
             let mut sizes = Vec::new();
-            for (name, kind) in [("queue_pending", Kind::PendingBuckets), ("quota_use", Kind::NamespaceGpus), ("quota_limits", Kind::PendingBuckets)] {
-                let got = match kind {
-                    Kind::NamespaceGpus => rolled::query::<NamespaceGpus>(&ctx, &queries, name, kind, window).await.unwrap(),
-                    _ => rolled::query::<PendingSums>(&ctx, &queries, name, kind, window).await.unwrap(),
+            for (name, kind) in [("queue_pending", rollup::PENDING_BUCKETS), ("quota_use", rollup::NAMESPACE_GPUS), ("quota_limits", rollup::PENDING_BUCKETS)] {
+                let got = if kind == rollup::NAMESPACE_GPUS {
+                    rolled::query::<NamespaceGpus>(&ctx, &queries, name, kind, window).await.unwrap()
+                } else {
+                    rolled::query::<PendingSums>(&ctx, &queries, name, kind, window).await.unwrap()
                 };
                 let want = run_query(&ctx, name, &per_row(name), window_params(window)).await.unwrap();
                 let (got, want) = (rows(&got), rows(&want));
@@ -395,14 +395,14 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
             for mem in [0.0, 1024.0] {
                 let mut params = window_params(window);
                 params.extend([ScalarValue::Float64(Some(5.0)), ScalarValue::Int64(Some(1800)), ScalarValue::Float64(Some(mem))]);
-                rolled::register::<UnallocatedUnits>(&ctx, "idle", Kind::UnallocatedUnits, window).await.unwrap();
+                rolled::register::<UnallocatedUnits>(&ctx, "idle", rollup::UNALLOCATED_UNITS, window).await.unwrap();
                 for name in ["idle_unallocated", "idle_zombie"] {
                     let got = rows(&run_query(&ctx, name, &queries.get(name).unwrap(), params.clone()).await.unwrap());
                     let want = rows(&run_query(&ctx, name, &per_row(name), params.clone()).await.unwrap());
                     assert_eq!(got, want, "{name} over {window:?} (cluster {cluster:?}, zombie over {mem} MiB): rollups vs every row");
                     sizes.push(got.len());
                 }
-                rolled::deregister(&ctx, Kind::UnallocatedUnits);
+                rolled::deregister(&ctx, rollup::UNALLOCATED_UNITS);
             }
             sizes
         })

@@ -11,9 +11,10 @@
 //! prices the result, handed in as the table `gpu_buckets`.
 
 use crate::domain::window::Window;
-use crate::lake::buckets::BucketSums;
-pub use crate::lake::buckets::{schema, BucketError, BUCKET_MS};
-use crate::lake::rollup::Kind;
+pub use crate::lake::rollup::gpu_buckets::schema;
+use crate::lake::rollup::BucketSums;
+use crate::lake::rollup::{self};
+pub use crate::lake::rollup::{BucketError, BUCKET_MS};
 use crate::lake::Lake;
 
 pub const TABLE: &str = "gpu_buckets";
@@ -23,5 +24,5 @@ pub type GpuBuckets = super::rolled::Sums;
 
 /// Sums `gpu_samples` rows in `window` per namespace, node, model, profile, bucket, share and step.
 pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, BucketError> {
-    super::rolled::scan::<BucketSums>(lake, Kind::GpuBuckets, window, threads)
+    super::rolled::scan::<BucketSums>(lake, rollup::GPU_BUCKETS, window, threads)
 }

@@ -9,10 +9,10 @@ use arrow::array::{RecordBatch, TimestampMillisecondArray};
 use chrono::NaiveDate;
 
 use crate::domain::window::Window;
-use crate::lake::buckets::{BucketError, BUCKET_MS};
-use crate::lake::day_sums::DaySums;
 use crate::lake::intern::Interner;
+use crate::lake::rollup::DaySums;
 use crate::lake::rollup::{self, Kind, Rollup};
+use crate::lake::rollup::{BucketError, BUCKET_MS};
 use crate::lake::scan::{day_files, fold_files};
 use crate::lake::Lake;
 

@@ -226,7 +226,7 @@ mod tests {
         // Rows: ns-a at buckets 0, 1, 2 (share 1); ns-a at 2 with share 0.5; no pod at 0 and 2.
         let rows = 6;
         let batch = RecordBatch::try_new(
-            crate::lake::buckets::schema(),
+            crate::lake::rollup::gpu_buckets::schema(),
             vec![
                 label(vec![Some(0); rows]),
                 label(vec![Some(1), Some(1), Some(1), Some(1), None, None]),

@@ -1,4 +1,4 @@
-//! `gpu_samples` summed per 15-minute bucket: the grain the chargeback prices at.
+//! The `gpu_buckets` rollup: `gpu_samples` summed per 15-minute bucket: the grain the chargeback prices at.
 //!
 //! Pricing needs the rows only per namespace, node, GPU model, MIG profile and 15-minute bucket
 //! (prices change at UTC midnights, the tariff per bucket), plus the row's `share` and `step_s`
@@ -16,27 +16,27 @@ use arrow::array::{
     Array, ArrayRef, Date32Array, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
+use parquet::file::metadata::KeyValue;
 
-use super::intern::{label_column, row_id, typed_column, Interner, NULL_ID};
-use super::scan::ScanError;
-use super::schema::{label_type, ts_type};
+use super::day_counts::DayCounts;
+use super::kind::{DayFold, DayRollup, FoldError, Kind, RollupKind, Summed, KEY_DAY_COUNTS};
+use super::sums::{dict, typed, BucketError, DaySums, BUCKET_MS};
+use crate::lake::intern::{row_id, Interner, NULL_ID};
+use crate::lake::schema::{label_type, ts_type, Table};
 
-/// The bucket width: the tariff's grid.
-pub use crate::domain::units::BUCKET_MS;
 const DAY_MS: i64 = 86_400_000;
 
 /// The `gpu_samples` columns the sums read.
 pub const COLUMNS: [&str; 10] = ["ts", "step_s", "cluster", "node", "gpu_model", "mig_profile", "namespace", "share", "util_pct", "energy_j"];
 
-#[derive(Debug, thiserror::Error)]
-pub enum BucketError {
-    #[error(transparent)]
-    Scan(#[from] ScanError),
-    #[error("{path}: not in a date=YYYY-MM-DD folder")]
-    NotADay { path: String },
-    #[error("{path}: column {column}: {source}")]
-    Column { path: String, column: &'static str, source: crate::lake::intern::ColumnError },
-}
+pub const KIND: Kind = &RollupKind {
+    name: "gpu_buckets",
+    source: Table::GpuSamples,
+    // 4: the day's completeness counts in the metadata; 5: with the unit-steps that existed
+    // (`Counts::unit_steps`); 6: with those that carry energy.
+    version: 6,
+    schema,
+};
 
 /// One row per group: the table the chargeback's pricing SQL reads as `gpu_buckets`, and the
 /// rollup files' schema.
@@ -90,16 +90,6 @@ pub struct BucketSums {
     sums: Vec<Sums>,
     /// GPU rows folded in.
     pub rows: u64,
-}
-
-/// Column `name` of a batch read from `path` as labels, or an error naming both.
-pub(super) fn dict(b: &RecordBatch, path: &Path, name: &'static str) -> Result<DictionaryArray<Int32Type>, BucketError> {
-    label_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
-}
-
-/// Column `name` of a batch read from `path` as the array type `T`, or an error naming both.
-pub(super) fn typed<'a, T: 'static>(b: &'a RecordBatch, path: &Path, name: &'static str) -> Result<&'a T, BucketError> {
-    typed_column(b, name).map_err(|source| BucketError::Column { path: path.display().to_string(), column: name, source })
 }
 
 impl BucketSums {
@@ -212,3 +202,51 @@ pub fn sum_batch(path: &Path, batch: &RecordBatch) -> Result<RecordBatch, Bucket
     sums.add(&strings, path, batch, i64::MIN, i64::MAX)?;
     Ok(BucketSums::finish(&[sums], &strings.into_inner().expect("interner lock")))
 }
+
+impl DaySums for BucketSums {
+    const KIND: Kind = KIND;
+    const COLUMNS: &'static [&'static str] = &COLUMNS;
+    fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
+        BucketSums::add(self, strings, path, b, start_ms, end_ms)
+    }
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+    fn finish(parts: &[Self], strings: &Interner) -> RecordBatch {
+        BucketSums::finish(parts, strings)
+    }
+}
+
+/// A day of `gpu_samples` as the writer keeps it: its buckets, with the day's completeness
+/// counts in the file's key/value metadata.
+#[derive(Default)]
+pub struct Day {
+    buckets: BucketSums,
+    counts: DayCounts,
+}
+
+impl DayFold for Day {
+    fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch) -> Result<(), FoldError> {
+        self.buckets.add(strings, path, b, i64::MIN, i64::MAX)?;
+        Ok(self.counts.add(strings, path, b, i64::MIN, i64::MAX)?)
+    }
+
+    fn finish(self: Box<Self>, strings: &Interner) -> Summed {
+        let stored = serde_json::to_string(&self.counts.finish(strings)).expect("counts serialise");
+        vec![(KIND, BucketSums::finish(&[self.buckets], strings), vec![KeyValue::new(KEY_DAY_COUNTS.into(), stored)])]
+    }
+}
+
+/// The source columns the day's fold reads.
+fn columns() -> Vec<&'static str> {
+    let mut out = COLUMNS.to_vec();
+    out.extend(DayCounts::columns().into_iter().filter(|c| !COLUMNS.contains(c)));
+    out
+}
+
+fn fold() -> Box<dyn DayFold> {
+    Box::<Day>::default()
+}
+
+/// Its day: the buckets, and the completeness counts in the file's metadata.
+pub const ROLLUP: DayRollup = DayRollup { kinds: &[KIND], columns, fold };

@@ -1,17 +1,22 @@
 //! The stored rollups: derived sums written with each day file, so a month's reports read days,
 //! not samples. One file per kind and day: `<lake>/_rollups/<kind>/date=YYYY-MM-DD/<kind>-YYYY-MM-DD.parquet`:
 //! - `gpu_buckets` of `gpu_samples`: the day's rows summed per namespace, node, GPU model, MIG
-//!   profile, bucket, share and step (`buckets`; about a hundredth of the rows), and in its
-//!   key/value metadata the day's completeness counts (`day_sums::DayCounts`);
+//!   profile, bucket, share and step (about a hundredth of the rows), and in its key/value
+//!   metadata the day's completeness counts (`day_counts`);
 //! - `namespace_gpus` of `gpu_samples`: per namespace and bucket, the seconds it held each number
-//!   of whole GPUs (`day_sums::NamespaceGpus`, the quota review);
-//! - `unallocated_units` of `gpu_samples`: GPU time no pod held per GPU unit and bucket
-//!   (`day_sums::UnallocatedUnits`, the idle report's unallocated GPUs and zombie memory);
+//!   of whole GPUs (the quota review);
+//! - `unallocated_units` of `gpu_samples`: GPU time no pod held per GPU unit and bucket (the idle
+//!   report's unallocated GPUs and zombie memory);
 //! - `idle_holdings` and `idle_stretches` of `gpu_samples`: per GPU unit and pod, the day's
 //!   allocated-but-idle counters and the idle runs cut by its edges, and the runs inside it
-//!   (`passes::idle_runs::IdleDay`, at the default threshold; merged across days by the idle report);
+//!   (`idle`, at the default threshold; merged across days by the idle report);
 //! - `pending_buckets` of `pending_samples`: pending pod- and GPU-time per namespace, priority
-//!   class, GPU resource and bucket (`day_sums::PendingSums`, the queue and quota reviews).
+//!   class, GPU resource and bucket (the queue and quota reviews).
+//!
+//! Each kind is a file here (its sums or fold, its schema, name and version: a `RollupKind` and
+//! a `DayRollup`, `kind.rs`), listed once in `ROLLUPS`; a new kind is its file and a line there.
+//! The writer (`lake::writer`) knows nothing of them: `lake::day::write_partition` publishes a
+//! day's file, then its rollups (`write`).
 //!
 //! A rollup is derived data and never the only copy of anything: a day without a current one is
 //! read from its samples, with the same result. "Current" means the rollup names its version and
@@ -26,7 +31,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
 use chrono::NaiveDate;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -34,16 +38,52 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use super::buckets::{self, BucketSums, BUCKET_MS};
-use super::day_sums::{self, DayCounts, DaySums, NamespaceGpus, PendingSums, StoredCounts, UnallocatedUnits};
-use super::intern::Interner;
-use super::layout::Lake;
-use super::passes::idle_runs::{self, IdleDay};
-use super::writer::WriteError;
-use super::Table;
+pub mod day_counts;
+pub mod gpu_buckets;
+pub mod idle;
+mod kind;
+pub mod namespace_gpus;
+pub mod pending_buckets;
+pub mod sums;
+pub mod unallocated_units;
+
+pub use day_counts::{Counts, DayCounts, StoredCounts};
+pub use gpu_buckets::BucketSums;
+pub use kind::{DayFold, DayRollup, FoldError, Kind, RollupKind, Summed};
+pub use namespace_gpus::NamespaceGpus;
+pub use pending_buckets::PendingSums;
+pub use sums::{BucketError, DaySums, BUCKET_MS};
+pub use unallocated_units::UnallocatedUnits;
+
+use crate::lake::intern::Interner;
+use crate::lake::layout::Lake;
+use crate::lake::schema::Table;
+use crate::lake::writer::WriteError;
+use kind::KEY_DAY_COUNTS;
+
+/// Every rollup, each a file of this folder: the one list of them.
+pub const ROLLUPS: [&DayRollup; 5] = [&gpu_buckets::ROLLUP, &namespace_gpus::ROLLUP, &unallocated_units::ROLLUP, &idle::ROLLUP, &pending_buckets::ROLLUP];
+
+/// The kinds by their files' names.
+pub const GPU_BUCKETS: Kind = gpu_buckets::KIND;
+pub const NAMESPACE_GPUS: Kind = namespace_gpus::KIND;
+pub const UNALLOCATED_UNITS: Kind = unallocated_units::KIND;
+pub const IDLE_HOLDINGS: Kind = idle::HOLDINGS;
+pub const IDLE_STRETCHES: Kind = idle::STRETCHES;
+pub const PENDING_BUCKETS: Kind = pending_buckets::KIND;
+
+/// Every kind, in `ROLLUPS`' order.
+pub fn kinds() -> impl Iterator<Item = Kind> {
+    ROLLUPS.into_iter().flat_map(|r| r.kinds.iter().copied())
+}
+
+/// The kinds kept of `table`'s day files.
+pub fn kinds_of(table: Table) -> Vec<Kind> {
+    kinds().filter(|k| k.source() == table).collect()
+}
 
 /// The rollups' root folder under the lake root.
-pub const ROOT: &str = "_rollups";
+pub const ROOT: &str = crate::lake::layout::ROLLUP_ROOT;
 /// The GPU buckets' folder under the lake root.
 pub const DIR: &str = "_rollups/gpu_buckets";
 
@@ -51,70 +91,6 @@ const KEY_VERSION: &str = "gpuledger.rollup.version";
 const KEY_BUCKET_MS: &str = "gpuledger.rollup.bucket_ms";
 const KEY_SOURCE_ROWS: &str = "gpuledger.rollup.source_rows";
 const KEY_SOURCE_BYTES: &str = "gpuledger.rollup.source_bytes";
-const KEY_DAY_COUNTS: &str = "gpuledger.rollup.day_counts";
-
-/// What a rollup file holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    GpuBuckets,
-    NamespaceGpus,
-    UnallocatedUnits,
-    IdleHoldings,
-    IdleStretches,
-    PendingBuckets,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 6] = [Kind::GpuBuckets, Kind::NamespaceGpus, Kind::UnallocatedUnits, Kind::IdleHoldings, Kind::IdleStretches, Kind::PendingBuckets];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::GpuBuckets => "gpu_buckets",
-            Kind::NamespaceGpus => "namespace_gpus",
-            Kind::UnallocatedUnits => "unallocated_units",
-            Kind::IdleHoldings => "idle_holdings",
-            Kind::IdleStretches => "idle_stretches",
-            Kind::PendingBuckets => "pending_buckets",
-        }
-    }
-
-    /// The table whose day files it sums.
-    pub fn source(self) -> Table {
-        match self {
-            Kind::GpuBuckets | Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::IdleHoldings | Kind::IdleStretches => Table::GpuSamples,
-            Kind::PendingBuckets => Table::PendingSamples,
-        }
-    }
-
-    /// Bumped when the content changes meaning; a rollup of another version is not current.
-    pub fn version(self) -> u32 {
-        match self {
-            // 4: the day's completeness counts in the metadata; 5: with the unit-steps that
-            // existed (`Counts::unit_steps`); 6: with those that carry energy.
-            Kind::GpuBuckets => 6,
-            // Idle: folded at ROLLUP_THRESHOLD_PCT, runs from ROLLUP_MIN_RUN_SECS (bump on change).
-            Kind::NamespaceGpus | Kind::UnallocatedUnits | Kind::IdleHoldings | Kind::IdleStretches => 1,
-            // 2: a HAMi pod's GPU-us weighted by its share (`gpu_share_pct`).
-            Kind::PendingBuckets => 2,
-        }
-    }
-
-    pub fn schema(self) -> SchemaRef {
-        match self {
-            Kind::GpuBuckets => buckets::schema(),
-            Kind::NamespaceGpus => day_sums::namespace_gpus_schema(),
-            Kind::UnallocatedUnits => day_sums::unallocated_schema(),
-            Kind::IdleHoldings => idle_runs::day_holdings_schema(),
-            Kind::IdleStretches => idle_runs::day_stretches_schema(),
-            Kind::PendingBuckets => day_sums::pending_schema(),
-        }
-    }
-
-    /// The kinds kept of `table`'s day files.
-    pub fn of(table: Table) -> Vec<Kind> {
-        Kind::ALL.into_iter().filter(|k| k.source() == table).collect()
-    }
-}
 
 /// The tables rollups are kept of.
 pub const SOURCES: [Table; 2] = [Table::GpuSamples, Table::PendingSamples];
@@ -125,12 +101,12 @@ pub fn kind_dir(lake: &Lake, kind: Kind) -> PathBuf {
 
 /// The GPU buckets' folder.
 pub fn dir(lake: &Lake) -> PathBuf {
-    kind_dir(lake, Kind::GpuBuckets)
+    kind_dir(lake, GPU_BUCKETS)
 }
 
 /// Every kind's folder.
 pub fn dirs(lake: &Lake) -> Vec<PathBuf> {
-    Kind::ALL.into_iter().map(|k| kind_dir(lake, k)).collect()
+    kinds().map(|k| kind_dir(lake, k)).collect()
 }
 
 pub fn kind_file(lake: &Lake, kind: Kind, date: NaiveDate) -> PathBuf {
@@ -140,89 +116,36 @@ pub fn kind_file(lake: &Lake, kind: Kind, date: NaiveDate) -> PathBuf {
 
 /// The day's GPU buckets file.
 pub fn file(lake: &Lake, date: NaiveDate) -> PathBuf {
-    kind_file(lake, Kind::GpuBuckets, date)
+    kind_file(lake, GPU_BUCKETS, date)
 }
 
-/// A day's rollups, summed from its rows.
-struct Summed(Vec<(Kind, RecordBatch, Vec<KeyValue>)>);
-
-/// Every rollup of one day of a table, folded batch by batch as the day's rows stream by.
-/// Why a day could not be folded into its rollups: a sum's error, or the idle fold's.
-#[derive(Debug, thiserror::Error)]
-pub enum FoldError {
-    #[error(transparent)]
-    Sum(#[from] buckets::BucketError),
-    #[error(transparent)]
-    Idle(#[from] idle_runs::IdleScanError),
-}
-
-impl From<super::scan::ScanError> for FoldError {
-    fn from(e: super::scan::ScanError) -> FoldError {
-        FoldError::Sum(e.into())
+/// Removes the day's rollups of `table` (before its samples are replaced).
+pub fn remove(lake: &Lake, table: Table, date: NaiveDate) -> Result<(), WriteError> {
+    for kind in kinds_of(table) {
+        let path = kind_file(lake, kind, date);
+        lake.remove(&path).map_err(|source| WriteError::Io { path, source })?;
     }
+    Ok(())
 }
 
-#[derive(Default)]
-struct DayFold {
-    buckets: BucketSums,
-    held: NamespaceGpus,
-    free: UnallocatedUnits,
-    counts: DayCounts,
-    idle: IdleDay,
-    pending: PendingSums,
-    rows: u64,
+/// The day folds of `table`'s rollups, fresh.
+fn folds(table: Table) -> Vec<Box<dyn DayFold>> {
+    ROLLUPS.iter().filter(|r| r.source() == table).map(|r| (r.fold)()).collect()
 }
 
-impl DayFold {
-    fn add(&mut self, table: Table, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch) -> Result<(), FoldError> {
-        self.rows += b.num_rows() as u64;
-        match table {
-            Table::GpuSamples => {
-                self.buckets.add(strings, path, b, i64::MIN, i64::MAX)?;
-                DaySums::add(&mut self.held, strings, path, b, i64::MIN, i64::MAX)?;
-                DaySums::add(&mut self.free, strings, path, b, i64::MIN, i64::MAX)?;
-                self.idle.add(strings, path, b, i64::MIN, i64::MAX, None)?;
-                Ok(self.counts.add(strings, path, b, i64::MIN, i64::MAX)?)
-            }
-            Table::PendingSamples => Ok(DaySums::add(&mut self.pending, strings, path, b, i64::MIN, i64::MAX)?),
-            _ => Ok(()),
-        }
-    }
+/// Every day fold of `table` over `b`.
+fn add_all(folds: &mut [Box<dyn DayFold>], strings: &Mutex<Interner>, path: &Path, b: &RecordBatch) -> Result<(), FoldError> {
+    folds.iter_mut().try_for_each(|f| f.add(strings, path, b))
+}
 
-    fn finish(self, table: Table, strings: &Interner) -> Summed {
-        match table {
-            Table::GpuSamples => {
-                let stored = serde_json::to_string(&self.counts.finish(strings)).expect("counts serialise");
-                let (holdings, stretches) = self.idle.to_batches(strings);
-                Summed(vec![
-                    (Kind::GpuBuckets, BucketSums::finish(&[self.buckets], strings), vec![KeyValue::new(KEY_DAY_COUNTS.into(), stored)]),
-                    (Kind::NamespaceGpus, NamespaceGpus::finish(&[self.held], strings), vec![]),
-                    (Kind::UnallocatedUnits, UnallocatedUnits::finish(&[self.free], strings), vec![]),
-                    (Kind::IdleHoldings, holdings, vec![]),
-                    (Kind::IdleStretches, stretches, vec![]),
-                ])
-            }
-            Table::PendingSamples => Summed(vec![(Kind::PendingBuckets, PendingSums::finish(&[self.pending], strings), vec![])]),
-            _ => Summed(vec![]),
-        }
-    }
+fn finish_all(folds: Vec<Box<dyn DayFold>>, strings: &Interner) -> Summed {
+    folds.into_iter().flat_map(|f| f.finish(strings)).collect()
 }
 
 /// The source columns the rollups of `table` read.
 fn columns(table: Table) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = Vec::new();
-    let lists: Vec<Vec<&'static str>> = match table {
-        Table::GpuSamples => vec![
-            buckets::COLUMNS.to_vec(),
-            NamespaceGpus::COLUMNS.to_vec(),
-            UnallocatedUnits::COLUMNS.to_vec(),
-            idle_runs::COLUMNS.to_vec(),
-            DayCounts::columns(),
-        ],
-        Table::PendingSamples => vec![PendingSums::COLUMNS.to_vec()],
-        _ => vec![],
-    };
-    for c in lists.into_iter().flatten() {
+    for c in ROLLUPS.iter().filter(|r| r.source() == table).flat_map(|r| (r.columns)()) {
         if !out.contains(&c) {
             out.push(c);
         }
@@ -230,28 +153,18 @@ fn columns(table: Table) -> Vec<&'static str> {
     out
 }
 
-/// Removes the day's rollups of `table` (before its samples are replaced).
-pub fn remove(lake: &Lake, table: Table, date: NaiveDate) -> Result<(), WriteError> {
-    for kind in Kind::of(table) {
-        let path = kind_file(lake, kind, date);
-        lake.remove(&path).map_err(|source| WriteError::Io { path, source })?;
-    }
-    Ok(())
-}
-
 /// Sums `rows` (the day's rows of `table` as just published at `source_file`) and publishes
 /// the day's rollups (atomically, as every lake file), naming the source file's rows and bytes.
 pub fn write(lake: &Lake, table: Table, date: NaiveDate, rows: &RecordBatch, source_file: &Path) -> Result<(), WriteError> {
     let strings = Mutex::new(Interner::default());
-    let mut fold = DayFold::default();
-    fold.add(table, &strings, source_file, rows).map_err(|e| WriteError::Rollup { date, source: Box::new(e) })?;
-    let n = fold.rows;
-    publish(lake, date, fold.finish(table, &strings.into_inner().expect("interner lock")), n, source_file)
+    let mut folds = folds(table);
+    add_all(&mut folds, &strings, source_file, rows).map_err(|e| WriteError::Rollup { date, source: Box::new(e) })?;
+    publish(lake, date, finish_all(folds, &strings.into_inner().expect("interner lock")), rows.num_rows() as u64, source_file)
 }
 
 fn publish(lake: &Lake, date: NaiveDate, summed: Summed, source_rows: u64, source_file: &Path) -> Result<(), WriteError> {
     let source_bytes = lake.file_len(source_file).map_err(|source| WriteError::Io { path: source_file.to_path_buf(), source })?;
-    for (kind, batch, extra) in summed.0 {
+    for (kind, batch, extra) in summed {
         let final_path = kind_file(lake, kind, date);
         let mut meta = vec![
             KeyValue::new(KEY_VERSION.into(), kind.version().to_string()),
@@ -324,7 +237,7 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
             let stale: Vec<String> = if force {
                 vec!["forced".into()]
             } else {
-                Kind::of(table).into_iter().filter_map(|kind| footer_check(lake, kind, date, &source).err()).collect()
+                kinds_of(table).into_iter().filter_map(|kind| footer_check(lake, kind, date, &source).err()).collect()
             };
             if stale.is_empty() {
                 match table {
@@ -373,11 +286,19 @@ pub fn refresh(lake: &Lake, first: NaiveDate, last: NaiveDate, force: bool, mut 
 fn refold(lake: &Lake, table: Table, source: &Path) -> Result<(Summed, u64), RefreshError> {
     let strings = Mutex::new(Interner::default());
     let cols = columns(table);
-    let mut parts =
-        super::scan::fold_files(lake, &[source.to_path_buf()], &cols, 1, DayFold::default, |fold: &mut DayFold, path, b| fold.add(table, &strings, path, &b))?;
-    let fold = parts.pop().unwrap_or_default();
-    let rows = fold.rows;
-    Ok((fold.finish(table, &strings.into_inner().expect("interner lock")), rows))
+    let mut parts = crate::lake::scan::fold_files(
+        lake,
+        &[source.to_path_buf()],
+        &cols,
+        1,
+        || (folds(table), 0u64),
+        |(folds, rows): &mut (Vec<Box<dyn DayFold>>, u64), path, b| {
+            *rows += b.num_rows() as u64;
+            add_all(folds, &strings, path, &b)
+        },
+    )?;
+    let (folds, rows) = parts.pop().unwrap_or_else(|| (self::folds(table), 0));
+    Ok((finish_all(folds, &strings.into_inner().expect("interner lock")), rows))
 }
 
 /// What a day's rollup can be used for.
@@ -397,7 +318,7 @@ fn key_value(meta: &parquet::file::metadata::FileMetaData, key: &str) -> Option<
 
 /// The day's GPU buckets if they are current for `samples_file` (the day's `gpu_samples` file).
 pub fn read(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Rollup {
-    read_kind(lake, Kind::GpuBuckets, date, samples_file)
+    read_kind(lake, GPU_BUCKETS, date, samples_file)
 }
 
 /// The day's rollup of `kind` if it is current for `source_file` (the day's source file).
@@ -438,23 +359,23 @@ fn footer_check(lake: &Lake, kind: Kind, date: NaiveDate, source_file: &Path) ->
 
 /// Whether the day's GPU buckets are current, from the footer alone (for `gpuledger check`).
 pub fn is_current(lake: &Lake, date: NaiveDate, samples_file: &Path) -> bool {
-    kinds_current(lake, &[Kind::GpuBuckets], date, samples_file)
+    kinds_current(lake, &[GPU_BUCKETS], date, samples_file)
 }
 
 /// Whether the day's rollups of `kinds` are all current for `source_file` (footers only).
 pub fn kinds_current(lake: &Lake, kinds: &[Kind], date: NaiveDate, source_file: &Path) -> bool {
-    kinds.iter().all(|k| footer_check(lake, *k, date, source_file).is_ok())
+    kinds.iter().all(|k| footer_check(lake, k, date, source_file).is_ok())
 }
 
 /// Whether every rollup of `table`'s day is current (for `gpuledger check`).
 pub fn all_current(lake: &Lake, table: Table, date: NaiveDate) -> bool {
-    kinds_current(lake, &Kind::of(table), date, &lake.partition_file(table, date))
+    kinds_current(lake, &kinds_of(table), date, &lake.partition_file(table, date))
 }
 
 /// The completeness counts of a `gpu_samples` day, from its GPU buckets' footer where they are
 /// current for `samples_file`.
 pub fn day_counts(lake: &Lake, date: NaiveDate, samples_file: &Path) -> Option<StoredCounts> {
-    let meta = footer_check(lake, Kind::GpuBuckets, date, samples_file).ok()?;
+    let meta = footer_check(lake, GPU_BUCKETS, date, samples_file).ok()?;
     serde_json::from_str(&key_value(meta.file_metadata(), KEY_DAY_COUNTS)?).ok()
 }
 
