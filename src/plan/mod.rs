@@ -15,6 +15,8 @@ pub mod output;
 pub mod prices;
 pub mod recorded;
 pub mod scenario;
+mod setup;
+mod state;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
