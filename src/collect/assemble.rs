@@ -10,9 +10,10 @@ use arrow::datatypes::{DataType, Int32Type, TimestampMillisecondType};
 
 use super::dcgm::DcgmGrid;
 use super::hami::HamiShares;
+use super::job::Job;
 use super::kube::{ClaimDevices, KubeMetric, KubeState};
+use super::labels;
 use super::prometheus::{fmt_ms, Series};
-use super::{labels, Job};
 use crate::config::{PrometheusConfig, SharingConfig};
 use crate::domain::dcgm_field::Field;
 use crate::domain::units::UNMEASURED;

@@ -5,8 +5,8 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, TimestampMillisecondType};
 use chrono::NaiveDate;
 
+use super::error::{CollectError, Result};
 use super::prometheus::{fmt_ms, PromClient};
-use super::{CollectError, Result};
 use crate::domain::units::UNMEASURED;
 use crate::lake::{Lake, Table};
 

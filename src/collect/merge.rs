@@ -6,7 +6,7 @@ use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::TimestampMillisecondType;
 use chrono::NaiveDate;
 
-use super::{CollectError, Result};
+use super::error::{CollectError, Result};
 use crate::lake::reader::read_partition;
 use crate::lake::{Lake, Table};
 

@@ -9,8 +9,10 @@
 
 mod assemble;
 pub mod dcgm;
+mod error;
 mod guards;
 pub mod hami;
+mod job;
 pub mod kube;
 pub mod labels;
 mod merge;
@@ -28,62 +30,21 @@ use futures::{StreamExt, TryStreamExt};
 use crate::config::{PrometheusConfig, SharingConfig};
 use crate::domain::dcgm_field::Field;
 use crate::domain::units::UNMEASURED;
-use crate::lake::published::{Published, PublishedError};
+use crate::lake::published::Published;
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::{Progress, ProgressMode};
 use assemble::{assemble, by_cluster, gaps_batch, gpu_batch, nodes_of, per_cluster, unmeasured_gpu_seconds, ClusterRows};
+pub use error::{CollectError, MergeSource, Result};
 use guards::{held_in_lake, refuse_beyond_retention, rows_in_lake, Held};
 use hami::HamiMetric;
+use job::Job;
 use kube::KubeMetric;
 use merge::{merge_pods, merge_window};
 use prometheus::{fmt_ms, PromClient, PromError, Series};
-use state::{Checkpoints, LakeLock, StateError};
+use state::{Checkpoints, LakeLock};
 
 pub const SOURCES: [&str; 2] = ["dcgm", "kube"];
 const DAY_MS: i64 = 86_400_000;
-
-/// `#[error(transparent)]` hides the carried error from the chain: answer for it.
-impl crate::exit::ExitStatus for CollectError {
-    fn exit_code(&self) -> Option<u8> {
-        match self {
-            CollectError::State(s) => crate::exit::ExitStatus::exit_code(s),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum CollectError {
-    #[error(transparent)]
-    Prometheus(#[from] PromError),
-    #[error(transparent)]
-    State(#[from] StateError),
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    #[error(transparent)]
-    Published(#[from] PublishedError),
-    #[error("merging {table} for {date}: {source}")]
-    Merge { table: &'static str, date: NaiveDate, source: MergeSource },
-    #[error(
-        "re-collecting {window} would replace what the lake holds with less: {losses}. Prometheus returned less than the lake has (its retention passed? a metric renamed or mistyped in [prometheus.metrics]? a wrong tenant header?); the lake is unchanged. Run collect with --replace to replace it anyway"
-    )]
-    WouldLose { window: String, losses: String },
-    #[error(
-        "the window {window} starts before what Prometheus still keeps: {server} keeps {retention} (storageRetention), samples from about {horizon} on. What it has dropped cannot be collected again, and the lake keeps its copy as it is; nothing was fetched. Collect from {next} or later (collect --from {next}), or raise the server's --storage.tsdb.retention.time"
-    )]
-    BeyondRetention { window: String, server: String, retention: String, horizon: String, next: String },
-}
-
-pub type Result<T, E = CollectError> = std::result::Result<T, E>;
-
-/// What stopped a day's merge with the lake's file.
-#[derive(Debug, thiserror::Error)]
-pub enum MergeSource {
-    #[error(transparent)]
-    Arrow(#[from] arrow::error::ArrowError),
-    #[error(transparent)]
-    Scan(#[from] crate::lake::scan::ScanError),
-}
 
 /// What a finished run did.
 #[derive(Debug, Clone, Default)]
@@ -103,14 +64,6 @@ pub struct CollectSummary {
     pub decode_secs: f64,
     pub assemble_secs: f64,
     pub write_secs: f64,
-}
-
-/// One query of a run.
-#[derive(Debug, Clone)]
-enum Job {
-    Dcgm(Field),
-    Kube(KubeMetric),
-    Hami(HamiMetric),
 }
 
 /// The window to collect: explicit, or from the checkpoint (or `initial_days` back) to now

@@ -35,8 +35,8 @@ pub enum PublishedError {
     Corrupt { path: PathBuf, source: serde_json::Error },
     #[error("{path}: record of published files version {found}, this gpuledger reads version {VERSION}")]
     Version { path: PathBuf, found: u32 },
-    #[error("recording {path}: {detail}")]
-    Footer { path: PathBuf, detail: String },
+    #[error("recording {path}: {source}")]
+    Footer { path: PathBuf, source: super::store::FooterError },
 }
 
 /// One day file as it was published.
@@ -247,7 +247,7 @@ impl Published {
             if lake.existing(&dir, vec![path.clone()]).map_err(|source| PublishedError::Io { path: dir, source })?.is_empty() {
                 continue;
             }
-            let (meta, bytes) = lake.footer(&path).map_err(|detail| PublishedError::Footer { path: path.clone(), detail })?;
+            let (meta, bytes) = lake.footer(&path).map_err(|source| PublishedError::Footer { path: path.clone(), source })?;
             files.insert(table.name().to_string(), FileRecord { bytes, rows: meta.file_metadata().num_rows() });
         }
         Ok(files)

@@ -34,6 +34,15 @@ impl crate::exit::ExitStatus for OpenError {
     }
 }
 
+/// A Parquet footer that could not be read, naming the file, with the reader's error.
+#[derive(Debug, thiserror::Error)]
+pub enum FooterError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: {source}")]
+    Parquet { path: PathBuf, source: ParquetError },
+}
+
 /// An open lake file for the Parquet readers: a local file, or an object's bytes.
 pub enum LakeFile {
     Local(File),
@@ -207,25 +216,26 @@ impl Lake {
 
     /// The Parquet footer of `path` and the file's size (locally from the file; on S3 from one
     /// ranged read of its tail, which also gives the size).
-    pub fn footer(&self, path: &Path) -> Result<(ParquetMetaData, u64), String> {
-        let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    pub fn footer(&self, path: &Path) -> Result<(ParquetMetaData, u64), FooterError> {
+        let io = |source| FooterError::Io { path: path.to_path_buf(), source };
+        let parquet = |source| FooterError::Parquet { path: path.to_path_buf(), source };
         match self.store() {
             Store::Local => {
-                let file = File::open(path).map_err(|e| err(&e))?;
+                let file = File::open(path).map_err(io)?;
                 let size = file.len();
-                ParquetMetaDataReader::new().parse_and_finish(&file).map(|m| (m, size)).map_err(|e| err(&e))
+                ParquetMetaDataReader::new().parse_and_finish(&file).map(|m| (m, size)).map_err(parquet)
             }
             #[cfg(feature = "s3")]
             Store::S3(s) => {
-                let rel = self.rel(path).map_err(|e| err(&e))?;
+                let rel = self.rel(path).map_err(io)?;
                 let mut want: u64 = 64 * 1024;
                 loop {
-                    let (tail, size) = s.read_tail(rel, want).map_err(|e| err(&e))?;
+                    let (tail, size) = s.read_tail(rel, want).map_err(io)?;
                     let mut reader = ParquetMetaDataReader::new();
                     match reader.try_parse_sized(&tail, size) {
-                        Ok(()) => return reader.finish().map(|m| (m, size)).map_err(|e| err(&e)),
+                        Ok(()) => return reader.finish().map(|m| (m, size)).map_err(parquet),
                         Err(ParquetError::NeedMoreData(n)) if (n as u64) > want && (n as u64) <= size => want = n as u64,
-                        Err(e) => return Err(err(&e)),
+                        Err(e) => return Err(parquet(e)),
                     }
                 }
             }
