@@ -139,7 +139,7 @@ pub(super) fn assemble(name: &str, results: &[Fetched], cfg: &PrometheusConfig, 
         by_series.into_iter().map(|((f, labels), parts)| (f, labels, parts.concat())).collect();
     let mut intervals: BTreeMap<Field, Vec<i64>> = BTreeMap::new();
     for (f, _, samples) in &joined {
-        if let Some(g) = super::dcgm::median_gap(samples) {
+        if let Some(g) = super::prometheus::median_gap(samples) {
             intervals.entry(*f).or_default().push(g);
         }
     }

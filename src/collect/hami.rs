@@ -138,7 +138,7 @@ impl HamiShares {
             let util = utils.get(&(uuid.clone(), holder.clone()));
             let kernel = kernels.get(&(uuid.clone(), holder.clone()));
             let grid = out.gpus.entry(uuid).or_insert_with(|| vec![Vec::new(); cells]);
-            let interval = super::dcgm::median_gap(&times).unwrap_or(step);
+            let interval = super::prometheus::median_gap(&times).unwrap_or(step);
             for (i, &(t, share)) in times.iter().enumerate() {
                 let prev = i.checked_sub(1).map(|j| times[j].0).filter(|p| t - p <= lookback);
                 let next = times.get(i + 1).map(|n| n.0).filter(|n| n - t <= lookback);

@@ -115,7 +115,7 @@ fn dedup_copies(mut copies: Vec<Vec<(i64, f64)>>) -> Vec<(i64, f64)> {
     }
     copies.sort_by_key(|c| std::cmp::Reverse(c.len()));
     let mut out: BTreeMap<i64, f64> = copies[0].iter().copied().collect();
-    let near = super::dcgm::median_gap(&copies[0]).map_or(0, |g| g * 3 / 4);
+    let near = super::prometheus::median_gap(&copies[0]).map_or(0, |g| g * 3 / 4);
     for other in &copies[1..] {
         for &(t, v) in other {
             let before = out.range(..=t).next_back().is_some_and(|(&p, _)| t - p < near.max(1));

@@ -423,6 +423,16 @@ fn basic_auth_header(http: &reqwest::Client, user: &str, password: &str) -> Resu
     value.map(str::to_string).ok_or_else(|| PromError::Setup("basic auth: no header".into()))
 }
 
+/// The median gap between consecutive samples: the series' own scrape interval.
+pub fn median_gap(samples: &[(i64, f64)]) -> Option<i64> {
+    let mut gaps: Vec<i64> = samples.windows(2).map(|w| w[1].0 - w[0].0).filter(|g| *g > 0).collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    let mid = gaps.len() / 2;
+    Some(*gaps.select_nth_unstable(mid).1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! How a failure ends the process: its exit code and its one line on stderr.
 
 #[allow(unused_imports)]
-use super::*;
+use super::context::*;
 
 /// The exit code for a failed command: the first error in its chain that has a code of its own
 /// decides it (the table in `exit`).

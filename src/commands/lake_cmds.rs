@@ -1,7 +1,7 @@
 //! The lake's own commands: `collect` from Prometheus, `rollup`, `check`.
 
 #[allow(unused_imports)]
-use super::*;
+use super::context::*;
 
 pub(super) async fn collect_cmd(ctx: &Context_, args: CollectArgs) -> Result<()> {
     if !args.accept.is_empty() {

@@ -1,7 +1,7 @@
 //! `query` (read-only ad hoc SQL, or the interactive prompt), `tables` and `serve`.
 
 #[allow(unused_imports)]
-use super::*;
+use super::context::*;
 
 pub(super) async fn query(ctx: &Context_, args: QueryArgs) -> Result<()> {
     let params = args.params.iter().map(|p| adhoc::parse_param(p)).collect::<Result<Vec<_>, _>>()?;

@@ -1,7 +1,7 @@
 //! `report` (one kind, any window) and `run` (the cron job: collect, then every report of a month).
 
 #[allow(unused_imports)]
-use super::*;
+use super::context::*;
 
 pub(super) async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;

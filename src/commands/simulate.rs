@@ -2,7 +2,7 @@
 //! demo's every report on it.
 
 #[allow(unused_imports)]
-use super::*;
+use super::context::*;
 
 pub(super) fn last_month_start() -> NaiveDate {
     let now = Utc::now().date_naive();

@@ -11,6 +11,7 @@ pub mod rng;
 pub mod scheduler;
 pub mod signals;
 pub mod trace;
+mod trace_file;
 pub mod util_trace;
 pub mod workload;
 

@@ -8,12 +8,13 @@
 //! peak number of GPUs in use within the window.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use super::cluster::{Cluster, Node, PhysicalGpu, Unit, A100, GPUS_PER_NODE};
 use super::rng::Rng;
 use super::scheduler::{Occupancy, Schedule, SimPod};
+pub use super::trace_file::open_text;
 use super::workload::{Behavior, NamespaceSpec, Priority, Resource};
 use super::{SimParams, Simulation};
 
@@ -40,12 +41,6 @@ pub struct TraceInstance {
     pub created: Option<f64>,
     pub scheduled: Option<f64>,
     pub deleted: Option<f64>,
-}
-
-/// A trace file's lines, gunzipped where its name ends in `.gz`.
-pub fn open_text(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
-    let file = std::fs::File::open(path)?;
-    Ok(if path.extension().is_some_and(|e| e == "gz") { Box::new(BufReader::new(flate2::read::GzDecoder::new(file))) } else { Box::new(BufReader::new(file)) })
 }
 
 /// Reads the GPU (HN) instances of the DLRM trace in `dir` (or the file itself).

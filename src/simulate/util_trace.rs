@@ -48,7 +48,7 @@ impl UtilTrace {
     pub fn read(path: &Path) -> Result<UtilTrace, UtilTraceError> {
         let file_path = if path.is_dir() { path.join(GENAI_DUTY_CYCLE_FILE) } else { path.to_path_buf() };
         let io_err = |source| UtilTraceError::Io { path: file_path.clone(), source };
-        let reader = super::trace::open_text(&file_path).map_err(io_err)?;
+        let reader = super::trace_file::open_text(&file_path).map_err(io_err)?;
         let parse_err = |line: usize, message: String| UtilTraceError::Parse { path: file_path.clone(), line, message };
         let mut by_container: std::collections::BTreeMap<String, Vec<(i64, f64)>> = Default::default();
         let mut cols = (usize::MAX, usize::MAX, usize::MAX);

@@ -1,6 +1,8 @@
 //! The layering of `docs/architecture.md`, checked on the source: every module of `src/` imports
-//! only from layers below its own (`crate::<module>` paths outside `#[cfg(test)]` code). A new
-//! top-level module needs a line in `LAYERS` and in the document.
+//! only from layers below its own (`crate::<module>` paths outside `#[cfg(test)]` code), and no
+//! file imports a file that imports it back, directly or round a circle (its `use` lines and
+//! `crate::`/`super::` paths, resolved to files). A new top-level module needs a line in
+//! `LAYERS` and in the document.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -345,28 +347,18 @@ fn file_imports() -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
-/// Import circles not yet broken (issue 46), each by the files in it: the list may only shrink.
-/// A circle that is gone must leave the list (the test says which); a new one fails.
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    &["collect/dcgm/mod.rs", "collect/hami.rs", "collect/labels.rs"],
-    &["simulate/ledger.rs", "simulate/mod.rs", "simulate/signals.rs", "simulate/trace.rs", "simulate/util_trace.rs"],
-    &["commands/failure.rs", "commands/lake_cmds.rs", "commands/mod.rs", "commands/query.rs", "commands/reports.rs", "commands/simulate.rs"],
-];
-
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
     let edges = file_imports();
     assert!(edges.get("lake/rollup/mod.rs").is_some_and(|e| !e.is_empty()), "the graph sees imports: {edges:#?}");
-    let circles = import_circles(&edges);
-    let show = |group: &Vec<String>| {
-        let inside = |f: &String| group.contains(f);
-        group.iter().map(|f| format!("{f} -> {:?}", edges[f].iter().filter(|t| inside(t)).collect::<Vec<_>>())).collect::<Vec<_>>().join("; ")
-    };
-    let known: Vec<Vec<String>> = KNOWN_CIRCLES.iter().map(|g| g.iter().map(|f| f.to_string()).collect()).collect();
-    let new: Vec<String> = circles.iter().filter(|g| !known.contains(g)).map(show).collect();
-    assert!(new.is_empty(), "files that import each other (round a circle): {new:#?}");
-    let gone: Vec<&Vec<String>> = known.iter().filter(|g| !circles.contains(g)).collect();
-    assert!(gone.is_empty(), "circles broken (or changed): take them out of KNOWN_CIRCLES: {gone:#?}");
+    let shown: Vec<String> = import_circles(&edges)
+        .iter()
+        .map(|group| {
+            let inside = |f: &String| group.contains(f);
+            group.iter().map(|f| format!("{f} -> {:?}", edges[f].iter().filter(|t| inside(t)).collect::<Vec<_>>())).collect::<Vec<_>>().join("; ")
+        })
+        .collect();
+    assert!(shown.is_empty(), "files that import each other (round a circle): {shown:#?}");
 }
 
 /// The file graph's reader: `use` trees, `super`, `self`, child modules, and circles of any length.

@@ -20,7 +20,7 @@ use super::labels::{sane, Holder, LabelPick, WorkloadLabels};
 fn reading(field: Field, v: f64) -> Option<f64> {
     sane(v).filter(|x| field.plausible(*x))
 }
-use super::prometheus::Series;
+use super::prometheus::{median_gap, Series};
 use crate::config::PrometheusConfig;
 use crate::domain::dcgm_field::{Field, FieldValues};
 use crate::domain::mig::mig_share;
@@ -378,16 +378,6 @@ impl DcgmGrid {
     pub fn cells_seen(&self) -> usize {
         self.units.values().map(|(_, g)| g.iter().filter(|c| c.seen).count()).sum()
     }
-}
-
-/// The median gap between consecutive samples: the series' own scrape interval.
-pub fn median_gap(samples: &[(i64, f64)]) -> Option<i64> {
-    let mut gaps: Vec<i64> = samples.windows(2).map(|w| w[1].0 - w[0].0).filter(|g| *g > 0).collect();
-    if gaps.is_empty() {
-        return None;
-    }
-    let mid = gaps.len() / 2;
-    Some(*gaps.select_nth_unstable(mid).1)
 }
 
 /// Fields that belong to the physical GPU, not to a MIG instance.
