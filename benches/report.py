@@ -61,7 +61,7 @@ def main():
     w("(`benches/sql/`; `tests/it/passes.rs` checks each pass against that SQL row for row): the chargeback's")
     w("per-15-minute sums (`gpu_buckets`, then priced by the same SQL on both sides) and the idle report's")
     w("per-pod idle runs (window functions over every row in SQL). The lake keeps those 15-minute sums as a")
-    w("rollup file beside each day of `gpu_samples` (`src/lake/rollup.rs`, written with the day): `chargeback`")
+    w("rollup file beside each day of `gpu_samples` (`src/lake/rollup/`, written with the day): `chargeback`")
     w("reads them on both sides (DuckDB: `benches/sql/gpu_buckets_rollup.sql`); `chargeback from samples` is")
     w("the same lake without its rollups, every sample read (gpuledger's pass, DuckDB's GROUP BY). Warm: best")
     w("of the repeats; cold: one run right after dropping the page cache. This is a shared 2-core VM: the same")

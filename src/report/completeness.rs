@@ -92,7 +92,7 @@ fn union_ms(mut intervals: Vec<(i64, i64)>) -> i64 {
 }
 
 /// The completeness counts of day files (missing ones skipped) over `[start_ms, end_ms)`, each
-/// folded on its own (`lake::day_sums::DayCounts`, as the writer counts a day for its rollup).
+/// folded on its own (`lake::rollup::DayCounts`, as the writer counts a day for its rollup).
 async fn fold_days(
     lake: std::sync::Arc<crate::lake::Lake>,
     files: Vec<std::path::PathBuf>,

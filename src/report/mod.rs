@@ -307,9 +307,9 @@ pub fn render_sections(reports: &[Report], format: Format) -> Result<Vec<u8>> {
 }
 
 /// The reports `write_month` builds first: the two whose queries hold the most memory (the
-/// queue's and the idle pass's, a few hundred MiB each at 10,000 GPUs), while few finished
-/// sections are held beside them. (Queue after idle, the close of 10,000 GPUs peaked at
-/// 1,007 MiB: the queue's queries on top of the idle report's 227,000 listed pods.)
+/// queue's and the idle pass's), while few finished sections are held beside them; the queue
+/// before the idle report, whose listed pods would otherwise be held under the queue's queries
+/// (the measurements: docs/benchmarks.md, "10,000 GPUs, measured").
 const BUILT_FIRST: [ReportKind; 2] = [ReportKind::Queue, ReportKind::Idle];
 
 /// The order `write_month` builds the reports in: `BUILT_FIRST`, then the rest as
