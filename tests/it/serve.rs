@@ -403,19 +403,24 @@ fn a_statement_past_the_time_limit_and_a_connection_past_the_limit_are_refused()
     let out = psql(s.port, PASSWORD, &["-c", "SET statement_timeout = '300ms'", "-c", heavy]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("57014") && t.elapsed() < Duration::from_millis(1900), "a client's shorter limit: {:?}", t.elapsed());
 
-    // One connection at a time: a second one, while the first sleeps in psql, is refused.
+    // One connection at a time: a second one, while the first sleeps in psql, is refused. The
+    // first says it holds its connection by touching a file (a poll with psql would itself take
+    // the only slot).
+    let marks = tempfile::tempdir().unwrap();
+    let connected = marks.path().join("connected");
     let mut first = Command::new("psql")
         .env("PGPASSWORD", PASSWORD)
-        .args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "-U", USER, "-d", "finance", "-X", "-c", "SELECT 1", "-c", "\\! sleep 4"])
+        .args(["-h", "127.0.0.1", "-p", &s.port.to_string(), "-U", USER, "-d", "finance", "-X", "-c", "SELECT 1"])
+        .arg("-c")
+        .arg(format!("\\! touch '{}'; sleep 4", connected.display()))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The first holds its slot for 4 s once connected: within that, a second is refused.
-    common::wait_until("a second connection to be refused while the first holds the only slot", Duration::from_secs(10), || {
-        let out = psql(s.port, PASSWORD, &["-c", "SELECT 1"]);
-        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("too many clients")
-    });
+    common::wait_until("the first connection to be in", Duration::from_secs(20), || connected.exists());
+    let out = psql(s.port, PASSWORD, &["-c", "SELECT 1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("too many clients"), "a second connection: {err}");
     assert!(first.wait().unwrap().success());
     // Its slot is free again.
     let out = psql(s.port, PASSWORD, &["-At", "-c", "SELECT 41 + 1"]);
