@@ -92,7 +92,7 @@ const KEY_BUCKET_MS: &str = "gpuledger.rollup.bucket_ms";
 const KEY_SOURCE_ROWS: &str = "gpuledger.rollup.source_rows";
 const KEY_SOURCE_BYTES: &str = "gpuledger.rollup.source_bytes";
 
-/// The tables rollups are kept of.
+/// The tables rollups are kept of (the sources of `ROLLUPS`; a test holds the two alike).
 pub const SOURCES: [Table; 2] = [Table::GpuSamples, Table::PendingSamples];
 
 pub fn kind_dir(lake: &Lake, kind: Kind) -> PathBuf {
@@ -396,4 +396,25 @@ fn matches_source(lake: &Lake, kind: Kind, meta: &parquet::file::metadata::FileM
     expect(KEY_SOURCE_BYTES, source_bytes.to_string())?;
     let source_rows = source.file_metadata().num_rows();
     expect(KEY_SOURCE_ROWS, source_rows.to_string())
+}
+
+#[cfg(test)]
+mod list_tests {
+    use super::*;
+
+    /// `SOURCES` is every table a rollup of `ROLLUPS` sums, each once, and no other: a new kind
+    /// of another table fails here until it is listed (the writer and collect read `SOURCES`).
+    #[test]
+    fn sources_are_the_rollups_tables() {
+        let mut of_rollups: Vec<Table> = Vec::new();
+        for r in ROLLUPS {
+            assert!(r.kinds.iter().all(|k| k.source() == r.source()), "one source per rollup: {:?}", r.kinds);
+            if !of_rollups.contains(&r.source()) {
+                of_rollups.push(r.source());
+            }
+        }
+        assert_eq!(of_rollups, SOURCES.to_vec());
+        let names: Vec<&str> = kinds().map(|k| k.name()).collect();
+        assert_eq!(names, ["gpu_buckets", "namespace_gpus", "unallocated_units", "idle_holdings", "idle_stretches", "pending_buckets"]);
+    }
 }
