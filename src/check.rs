@@ -65,7 +65,11 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
             }
         });
         if let Err(e) = lake.list(root).and(wrote) {
-            out.push(finding(Status::Fail, "lake", format!("{}: cannot list, write and delete there: {e}", root.display())));
+            out.push(finding(
+                Status::Fail,
+                "lake",
+                format!("{}: cannot list, write and delete there: {ec}", root.display(), ec = crate::error_chain::Chain(&e)),
+            ));
             return out;
         }
     } else if !root.exists() {
@@ -92,7 +96,7 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
         match lake.dates(t) {
             Ok(d) if !d.is_empty() => described.push(format!("{} {} days ({} to {})", t.name(), d.len(), d[0], d[d.len() - 1])),
             Ok(_) => described.push(format!("{} empty", t.name())),
-            Err(e) => out.push(finding(Status::Fail, "lake", format!("listing {}: {e}", t.name()))),
+            Err(e) => out.push(finding(Status::Fail, "lake", format!("listing {}: {ec}", t.name(), ec = crate::error_chain::Chain(&e)))),
         }
     }
     out.push(finding(Status::Ok, "lake", format!("{}: {}", root.display(), described.join("; "))));
@@ -115,7 +119,7 @@ fn check_lake(lake: &Lake) -> Vec<Finding> {
     match crate::collect::state::Checkpoints::load(lake) {
         Ok(c) if c.sources.is_empty() => out.push(finding(Status::Ok, "checkpoints", "none yet (the first collect starts prometheus.initial_days back)")),
         Ok(c) => out.push(finding(Status::Ok, "checkpoints", c.sources.iter().map(|(k, v)| format!("{k} at {v}")).collect::<Vec<_>>().join(", "))),
-        Err(e) => out.push(finding(Status::Fail, "checkpoints", e.to_string())),
+        Err(e) => out.push(finding(Status::Fail, "checkpoints", crate::error_chain::chain(&e))),
     }
     out
 }
@@ -136,7 +140,7 @@ fn writable(dir: &Path) -> bool {
 async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session: &SessionBuilder) -> Vec<Finding> {
     let ctx = match session.build(lake, config).await {
         Ok(c) => c,
-        Err(e) => return vec![finding(Status::Fail, "engine", e.to_string())],
+        Err(e) => return vec![finding(Status::Fail, "engine", crate::error_chain::chain(&e))],
     };
     let mut out = Vec::new();
     let mut bad = Vec::new();
@@ -156,7 +160,7 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
     }
     let (view, select) = crate::queries::BUCKET_VIEW;
     if let Err(e) = crate::engine::register_view(&ctx, view, select).await {
-        bad.push(format!("view {view}: {}", e.to_string().lines().next().unwrap_or("")));
+        bad.push(format!("view {view}: {}", crate::error_chain::chain(&e).lines().next().unwrap_or("")));
     }
     for (name, _) in BUILTIN {
         let result = match queries.get(name) {
@@ -174,7 +178,7 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
                 }
                 planned.map(|_| ()).map_err(|e| e.strip_backtrace())
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(crate::error_chain::chain(&e)),
         };
         if let Err(e) = result {
             bad.push(format!("{name}: {}", e.lines().next().unwrap_or("")));
@@ -197,7 +201,7 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
     quick.timeout_secs = quick.timeout_secs.min(15);
     let client = match PromClient::new(&quick) {
         Ok(c) => c,
-        Err(e) => return vec![finding(Status::Fail, "prometheus", e.to_string())],
+        Err(e) => return vec![finding(Status::Fail, "prometheus", crate::error_chain::chain(&e))],
     };
     let base = client.display_base().to_string();
     let mut out = Vec::new();
@@ -208,7 +212,7 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
         }
         Err(e) => {
             // Mimir/Thanos may not serve buildinfo: fall through to the metric list.
-            out.push(finding(Status::Warn, "prometheus", format!("{base}: build info: {e}")));
+            out.push(finding(Status::Warn, "prometheus", format!("{base}: build info: {ec}", ec = crate::error_chain::Chain(&e))));
         }
     }
     if let Some((keep, text)) = client.retention().await {
@@ -220,7 +224,7 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
         Ok(v) => v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default(),
         Err(e) => {
             out.retain(|f| f.what != "prometheus");
-            out.push(finding(Status::Fail, "prometheus", format!("{base}: {e}")));
+            out.push(finding(Status::Fail, "prometheus", format!("{base}: {ec}", ec = crate::error_chain::Chain(&e))));
             return out;
         }
     };
@@ -352,13 +356,13 @@ async fn check_gpu_nodes(client: &PromClient, cfg: &PrometheusConfig) -> Finding
         for metric in [cfg.metrics.of(Field::Util), cfg.metrics.of(Field::EngineActive)] {
             match values(label.clone(), metric.to_string()).await {
                 Ok(v) => dcgm.extend(v),
-                Err(e) => return finding(Status::Warn, "gpu nodes", format!("listing DCGM's {label} values: {e}")),
+                Err(e) => return finding(Status::Warn, "gpu nodes", format!("listing DCGM's {label} values: {ec}", ec = crate::error_chain::Chain(&e))),
             }
         }
     }
     let capacity = match values("node".into(), KubeMetric::NodeCapacity.selector(cfg)).await {
         Ok(v) => v,
-        Err(e) => return finding(Status::Warn, "gpu nodes", format!("listing kube_node_status_capacity's nodes: {e}")),
+        Err(e) => return finding(Status::Warn, "gpu nodes", format!("listing kube_node_status_capacity's nodes: {ec}", ec = crate::error_chain::Chain(&e))),
     };
     // As the collector does: `gpu-1` and `gpu-1.ec2.internal` are one node.
     let short = |n: &str| n.split('.').next().unwrap_or(n).to_string();

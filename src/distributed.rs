@@ -142,9 +142,9 @@ const ADAPTIVE_PLANNER: &str = "ballista.planner.adaptive.enabled";
 #[cfg(feature = "ballista")]
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("starting the in-process Ballista cluster: {0}")]
+    #[error("starting the in-process Ballista cluster")]
     Standalone(#[source] datafusion::error::DataFusionError),
-    #[error("connecting to the Ballista scheduler at {addr}: {source}")]
+    #[error("connecting to the Ballista scheduler at {addr}")]
     Remote { addr: String, source: datafusion::error::DataFusionError },
 }
 

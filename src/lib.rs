@@ -15,6 +15,7 @@ pub mod cronjob;
 pub mod distributed;
 pub mod domain;
 pub mod engine;
+pub mod error_chain;
 pub mod exit;
 pub mod failpoint;
 pub mod lake;

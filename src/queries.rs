@@ -54,7 +54,7 @@ pub const VIEWS: &[(&str, &str)] = &[
 pub enum QueryError {
     #[error("no built-in query named {0:?}")]
     Unknown(String),
-    #[error("reading override {path}: {source}")]
+    #[error("reading override {path}")]
     Read { path: PathBuf, source: std::io::Error },
 }
 

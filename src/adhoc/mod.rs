@@ -21,7 +21,7 @@ pub use guard::{check_read_only, GuardError};
 pub enum AdhocError {
     #[error("query: {0}")]
     TooLarge(String),
-    #[error("writing the result: {0}")]
+    #[error("writing the result")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Guard(#[from] GuardError),
@@ -29,7 +29,7 @@ pub enum AdhocError {
     Engine(#[from] EngineError),
     #[error("--param {0:?}: expected NAME=VALUE with NAME made of letters, digits and _")]
     BadParam(String),
-    #[error("rendering the result as {format}: {source}")]
+    #[error("rendering the result as {format}")]
     Render { format: &'static str, source: crate::render::RenderError },
 }
 

@@ -105,7 +105,7 @@ pub async fn interactive(session: &SessionContext, mut format: Format, mut param
                 out.write_all(&rendered)?;
                 writeln!(out, "{rows} row{} in {:.3}s", if rows == 1 { "" } else { "s" }, started.elapsed().as_secs_f64())?;
             }
-            Err(e) => writeln!(out, "error: {e}")?,
+            Err(e) => writeln!(out, "error: {}", crate::error_chain::Chain(&e))?,
         }
     }
     if let Some(h) = &history {

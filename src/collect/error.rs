@@ -28,7 +28,7 @@ pub enum CollectError {
     Write(#[from] WriteError),
     #[error(transparent)]
     Published(#[from] PublishedError),
-    #[error("merging {table} for {date}: {source}")]
+    #[error("merging {table} for {date}")]
     Merge { table: &'static str, date: NaiveDate, source: MergeSource },
     #[error(
         "re-collecting {window} would replace what the lake holds with less: {losses}. Prometheus returned less than the lake has (its retention passed? a metric renamed or mistyped in [prometheus.metrics]? a wrong tenant header?); the lake is unchanged. Run collect with --replace to replace it anyway"

@@ -26,9 +26,9 @@ use crate::redact::url_userinfo;
 pub enum PromError {
     #[error("prometheus setup: {0}")]
     Setup(String),
-    #[error("prometheus setup: {key}: reading {path}: {source}")]
+    #[error("prometheus setup: {key}: reading {path}")]
     ReadFile { key: &'static str, path: String, source: std::io::Error },
-    #[error("prometheus setup: {what}: {source}")]
+    #[error("prometheus setup: {what}")]
     Http { what: String, source: reqwest::Error },
     #[error("query {query} for {window}: {message}")]
     Query { query: String, window: String, message: String },
@@ -190,7 +190,7 @@ impl PromClient {
         let info = match self.get_json_tries::<RuntimeInfo>("/api/v1/status/runtimeinfo", &[], "runtimeinfo", "now", 0).await {
             Ok(info) => info,
             Err(e) => {
-                tracing::debug!("retention unknown: {e}");
+                tracing::debug!("retention unknown: {}", crate::error_chain::Chain(&e));
                 return None;
             }
         };

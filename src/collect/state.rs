@@ -18,7 +18,7 @@ use crate::lake::Lake;
 pub enum StateError {
     #[error("another gpuledger {job} ({holder}) holds {path}; wait for it to finish (its lock goes with the process)")]
     Locked { job: String, holder: String, path: PathBuf },
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: corrupt checkpoint: {message}")]
     Corrupt { path: PathBuf, message: String },

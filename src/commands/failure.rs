@@ -33,26 +33,10 @@ pub fn exit_code_for(error: &anyhow::Error) -> u8 {
     error.chain().find_map(said).unwrap_or(crate::exit::FAILURE)
 }
 
-/// A failure as the one line printed on stderr: the error, then each cause its message does not
-/// already state (most of ours name their source in their own message, anyhow's context does
-/// not), joined by ": ".
+/// A failure as the one line printed on stderr: the error, then each of its causes, joined by
+/// ": " (the convention in `error_chain`: a message never states its source).
 pub fn one_line(error: &anyhow::Error) -> String {
-    let mut pieces = vec![error.to_string()];
-    for cause in error.chain().skip(1) {
-        let text = cause.to_string();
-        let last = pieces.last().expect("one piece at least");
-        if pieces.join(": ").contains(&text) {
-            continue;
-        }
-        // A cause that begins with what wraps it ("plan" around "plan: chargeback: ...")
-        // replaces it rather than say it twice.
-        if text.starts_with(&format!("{last}: ")) {
-            *pieces.last_mut().expect("one piece at least") = text;
-        } else {
-            pieces.push(text);
-        }
-    }
-    pieces.join(": ")
+    crate::error_chain::chain(error.as_ref())
 }
 
 #[cfg(test)]
@@ -98,8 +82,11 @@ mod tests {
         assert_eq!(super::one_line(&e), "loading the config: reading config x.toml: no such file");
         let bare = anyhow::Error::new(std::io::Error::other("disk full")).context("writing y");
         assert_eq!(super::one_line(&bare), "writing y: disk full", "a cause the message does not name is added");
-        // `run`'s "plan" around the plan's own "plan: chargeback: ..." (was "plan: plan: ...").
-        let inner = anyhow::Error::new(std::io::Error::other("plan: chargeback: no rows")).context("plan").context("run 2026-10");
+        // `run`'s context "plan" around the plan's own error, whose message is "plan": told once.
+        #[derive(Debug, thiserror::Error)]
+        #[error("plan")]
+        struct Plan(#[source] std::io::Error);
+        let inner = anyhow::Error::new(Plan(std::io::Error::other("chargeback: no rows"))).context("plan").context("run 2026-10");
         assert_eq!(super::one_line(&inner), "run 2026-10: plan: chargeback: no rows");
     }
 }

@@ -10,7 +10,7 @@ impl crate::exit::ExitStatus for ConfigError {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("reading config {path}: {source}")]
+    #[error("reading config {path}")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("parsing config {path}: {message}")]
     Parse { path: String, message: String },

@@ -14,7 +14,7 @@ use super::{write_partition, Lake, Table};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path} line {line}: {message}")]
     Parse { path: PathBuf, line: usize, message: String },

@@ -192,7 +192,7 @@ impl Lake {
             for path in self.files(table).ok()? {
                 let (meta, _) = match self.footer(&path) {
                     Ok(m) => m,
-                    Err(e) => return Some(e.to_string()),
+                    Err(e) => return Some(crate::error_chain::chain(&e)),
                 };
                 let descr = meta.file_metadata().schema_descr();
                 let columns: Vec<&str> = descr.root_schema().get_fields().iter().map(|f| f.name()).collect();

@@ -29,13 +29,13 @@ const VERSION: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishedError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("{path}: not a record of published files (version {VERSION}): {source}")]
+    #[error("{path}: not a record of published files (version {VERSION})")]
     Corrupt { path: PathBuf, source: serde_json::Error },
     #[error("{path}: record of published files version {found}, this gpuledger reads version {VERSION}")]
     Version { path: PathBuf, found: u32 },
-    #[error("recording {path}: {source}")]
+    #[error("recording {path}")]
     Footer { path: PathBuf, source: super::store::FooterError },
 }
 

@@ -31,13 +31,13 @@ pub enum S3Error {
     Location { url: String, detail: String },
     #[error("lake.s3.credentials_file {path}: {detail}")]
     Credentials { path: PathBuf, detail: String },
-    #[error("lake.s3.credentials_file {path}: {source}")]
+    #[error("lake.s3.credentials_file {path}")]
     CredentialsRead { path: PathBuf, source: std::io::Error },
-    #[error("lake on {url}: {source}")]
+    #[error("lake on {url}")]
     Client { url: String, source: object_store::Error },
-    #[error("lake on {url}: starting its runtime: {source}")]
+    #[error("lake on {url}: starting its runtime")]
     Runtime { url: String, source: std::io::Error },
-    #[error("lake.path {url:?}: {source}")]
+    #[error("lake.path {url:?}")]
     Url { url: String, source: url::ParseError },
 }
 

@@ -24,15 +24,15 @@ const READ_AHEAD: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
-    #[error("listing {table} in {lake}: {source}")]
+    #[error("listing {table} in {lake}")]
     List { table: &'static str, lake: PathBuf, source: std::io::Error },
-    #[error("reading {path}: starting the reader thread: {source}")]
+    #[error("reading {path}: starting the reader thread")]
     Thread { path: PathBuf, source: std::io::Error },
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Open { path: PathBuf, source: std::io::Error },
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Parquet { path: PathBuf, source: parquet::errors::ParquetError },
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Arrow { path: PathBuf, source: arrow::error::ArrowError },
     #[error("reading {path}: not in a date=YYYY-MM-DD folder")]
     NotADay { path: PathBuf },
@@ -195,7 +195,7 @@ mod tests {
         let first = OrderedScan::start(&lake, Table::GpuSamples, day, day, &["ts"]).unwrap().next().expect("an item");
         match first {
             Err(e @ ScanError::Parquet { .. }) => {
-                assert!(e.to_string().starts_with(&format!("reading {}: ", path.display())), "{e}");
+                assert!(crate::error_chain::chain(&e).starts_with(&format!("reading {}: ", path.display())), "{e}");
                 assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<parquet::errors::ParquetError>()), "{e:?}");
             }
             other => panic!("a Parquet error naming the file, not {other:?}"),

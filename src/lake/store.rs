@@ -37,9 +37,9 @@ impl crate::exit::ExitStatus for OpenError {
 /// A Parquet footer that could not be read, naming the file, with the reader's error.
 #[derive(Debug, thiserror::Error)]
 pub enum FooterError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Parquet { path: PathBuf, source: ParquetError },
 }
 

@@ -31,15 +31,15 @@ pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 pub enum WriteError {
     #[error("{table} for {date}: batch schema does not match the lake schema: {detail}")]
     Schema { table: &'static str, date: NaiveDate, detail: String },
-    #[error("{table} for {date}: preparing rows: {source}")]
+    #[error("{table} for {date}: preparing rows")]
     Sort { table: &'static str, date: NaiveDate, source: ArrowError },
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Parquet { path: PathBuf, source: ParquetError },
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("rollup for {date}: {source}")]
+    #[error("rollup for {date}")]
     Rollup { date: NaiveDate, source: Box<dyn std::error::Error + Send + Sync> },
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Decode { path: PathBuf, source: ArrowError },
     #[error(transparent)]
     Published(#[from] super::published::PublishedError),

@@ -39,11 +39,11 @@ use scenario::{Goals, ScenarioError};
 pub enum PlanError {
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
-    #[error("plan: {0}")]
+    #[error("plan")]
     Report(#[from] ReportError),
-    #[error("plan: {0}")]
+    #[error("plan")]
     Engine(#[from] crate::engine::EngineError),
-    #[error("plan: {0}")]
+    #[error("plan")]
     Query(#[from] crate::queries::QueryError),
     #[error("plan {window}: the lake holds no pool (nodes) for the window; collect it first")]
     NoPool { window: String },

@@ -51,9 +51,9 @@ use crate::domain::tariff_time::{parse_days, parse_hours, parse_timezone};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("reading scenario file {path}: {source}")]
+    #[error("reading scenario file {path}")]
     Read { path: String, source: std::io::Error },
-    #[error("scenario file {path}: {source}")]
+    #[error("scenario file {path}")]
     Parse { path: String, source: toml::de::Error },
     #[error("scenario file {path}: {key}: {message}")]
     Invalid { path: String, key: String, message: String },
@@ -489,19 +489,27 @@ mod tests {
 
     #[test]
     fn errors_name_the_scenario_and_the_key() {
-        let e = applied("[[scenario]]\nname = \"x\"\n[scenario.quotas]\nteam-zz = 4\n").unwrap_err().to_string();
+        let e = crate::error_chain::Chain(&applied("[[scenario]]\nname = \"x\"\n[scenario.quotas]\nteam-zz = 4\n").unwrap_err()).to_string();
         assert!(e.contains("scenario[0] (x).quotas.team-zz") && e.contains("no namespace or team"), "{e}");
-        let e = applied("[[scenario]]\nname = \"x\"\n[scenario.quotas]\nteam-a = \"lots\"\n").unwrap_err().to_string();
+        let e = crate::error_chain::Chain(&applied("[[scenario]]\nname = \"x\"\n[scenario.quotas]\nteam-a = \"lots\"\n").unwrap_err()).to_string();
         assert!(e.contains("quotas.team-a") && e.contains("\"25%\""), "{e}");
-        let e = parse("[[scenario]]\nname = \"x\"\nquotaz = {}\n", "s.toml").unwrap_err().to_string();
+        let e = crate::error_chain::Chain(&parse("[[scenario]]\nname = \"x\"\nquotaz = {}\n", "s.toml").unwrap_err()).to_string();
         assert!(e.contains("s.toml") && e.contains("quotaz"), "{e}");
-        let e = applied("[[scenario]]\nname = \"x\"\n[[scenario.mig]]\nnodes = [\"h1\"]\nlayout = [\"4g.40gb\", \"4g.40gb\"]\n").unwrap_err().to_string();
+        let e = crate::error_chain::Chain(
+            &applied("[[scenario]]\nname = \"x\"\n[[scenario.mig]]\nnodes = [\"h1\"]\nlayout = [\"4g.40gb\", \"4g.40gb\"]\n").unwrap_err(),
+        )
+        .to_string();
         assert!(e.contains("mig[0].layout") && e.contains("more than one GPU"), "{e}");
-        let e = applied("[[scenario]]\nname = \"x\"\n[[scenario.windows]]\nnamespace = \"team-b\"\nhours = \"25-7\"\n").unwrap_err().to_string();
+        let e =
+            crate::error_chain::Chain(&applied("[[scenario]]\nname = \"x\"\n[[scenario.windows]]\nnamespace = \"team-b\"\nhours = \"25-7\"\n").unwrap_err())
+                .to_string();
         assert!(e.contains("windows[0].hours"), "{e}");
-        let e = applied("[[scenario]]\nname = \"x\"\n[[scenario.cohorts]]\nname = \"c\"\nmembers = [\"team-a\", \"team-b\"]\n").unwrap_err().to_string();
+        let e = crate::error_chain::Chain(
+            &applied("[[scenario]]\nname = \"x\"\n[[scenario.cohorts]]\nname = \"c\"\nmembers = [\"team-a\", \"team-b\"]\n").unwrap_err(),
+        )
+        .to_string();
         assert!(e.contains("cohorts[0].members") && e.contains("team-b"), "{e}");
-        let e = parse("[[scenario]]\nname = \"baseline\"\n", "s.toml").unwrap_err().to_string();
+        let e = crate::error_chain::Chain(&parse("[[scenario]]\nname = \"baseline\"\n", "s.toml").unwrap_err()).to_string();
         assert!(e.contains("scenario[0].name"), "{e}");
     }
 }

@@ -19,7 +19,7 @@ type Result<T, E = PricingError> = std::result::Result<T, E>;
 /// A price table that could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum PricingError {
-    #[error("price table {table}: {source}")]
+    #[error("price table {table}")]
     Table { table: &'static str, source: arrow::error::ArrowError },
 }
 

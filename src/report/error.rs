@@ -14,19 +14,19 @@ pub enum ReportError {
     Engine(#[from] crate::engine::EngineError),
     #[error(transparent)]
     Query(#[from] crate::queries::QueryError),
-    #[error("chargeback: {0}")]
+    #[error("chargeback")]
     Buckets(#[from] crate::lake::passes::gpu_buckets::BucketError),
-    #[error("idle report: {0}")]
+    #[error("idle report")]
     IdleScan(#[from] crate::lake::passes::idle_runs::IdleScanError),
-    #[error("report {report}: {pass} stopped: {source}")]
+    #[error("report {report}: {pass} stopped")]
     PassStopped { report: &'static str, pass: &'static str, source: tokio::task::JoinError },
-    #[error("report {report}: {source}")]
+    #[error("report {report}")]
     Arrow { report: &'static str, source: arrow::error::ArrowError },
     #[error("report {report}: unexpected result shape: {detail}")]
     Shape { report: &'static str, detail: String },
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("rendering {report} as {format}: {source}")]
+    #[error("rendering {report} as {format}")]
     Render { report: String, format: &'static str, source: crate::render::RenderError },
     #[error("rendering {report} as parquet: {sections} sections: give -o a folder, each is written as <section>.parquet")]
     ParquetSections { report: String, sections: usize },

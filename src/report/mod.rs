@@ -404,7 +404,7 @@ pub async fn write_month(
                         tracing::info!("report.pdf printed by {} in {:.2}s", browser.display(), t.elapsed().as_secs_f64());
                         files.push("report.pdf".into());
                     }
-                    Err(e) => tracing::warn!("report.pdf not written: {e}"),
+                    Err(e) => tracing::warn!("report.pdf not written: {}", crate::error_chain::Chain(&e)),
                 }
             }
         }

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PdfError {
-    #[error("{browser} --print-to-pdf {page}: {source}")]
+    #[error("{browser} --print-to-pdf {page}")]
     Start { browser: String, page: PathBuf, source: std::io::Error },
     #[error("{browser} --print-to-pdf {page} took more than {secs} s and was stopped")]
     Timeout { browser: String, page: PathBuf, secs: u64 },
     #[error("{browser} --print-to-pdf {page} wrote no PDF (exit {status}): {stderr}")]
     NoPdf { browser: String, page: PathBuf, status: String, stderr: String },
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Write { path: PathBuf, source: std::io::Error },
 }
 

@@ -150,7 +150,7 @@ impl StartupHandler for Startup {
             // Who logged in and what they may read, from the users file as it is now.
             let user = client.metadata().get(pgwire::api::METADATA_USER).cloned().unwrap_or_default();
             let users = self.users.read().map_err(|e| {
-                tracing::error!("login refused: {e}");
+                tracing::error!("login refused: {}", crate::error_chain::Chain(&e));
                 user_error("FATAL", "28000", "the server's users file cannot be read".into())
             })?;
             let scope = users.scopes.get(&user).cloned();
@@ -200,7 +200,7 @@ fn shown_user(user: &str) -> &str {
 /// An error as logged, without a user name that [`shown_user`] hides (pgwire names the user in
 /// a failed login's message).
 fn shown_error(error: &PgWireError, user: &str) -> String {
-    let text = error.to_string();
+    let text = crate::error_chain::chain(error);
     if user.contains(':') {
         text.replace(user, shown_user(user))
     } else {
@@ -218,13 +218,13 @@ fn user_error(severity: &str, code: &str, message: String) -> PgWireError {
 }
 
 fn refused(r: guard::Refusal) -> PgWireError {
-    user_error("ERROR", r.sqlstate(), r.to_string())
+    user_error("ERROR", r.sqlstate(), crate::error_chain::chain(&r))
 }
 
 fn view_error(e: ViewError) -> PgWireError {
-    tracing::error!("{e}");
+    tracing::error!("{}", crate::error_chain::Chain(&e));
     // 58030 io_error: the lake could not be read.
-    user_error("ERROR", "58030", e.to_string())
+    user_error("ERROR", "58030", crate::error_chain::chain(&e))
 }
 
 /// The gate, the time limit, the result caps and the current lake view in front of

@@ -29,7 +29,7 @@ pub const SNAPSHOTS_DIR: &str = ".snapshots";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ViewError {
-    #[error("listing the lake at {dir}: {source}")]
+    #[error("listing the lake at {dir}")]
     List { dir: String, source: std::io::Error },
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -127,7 +127,7 @@ impl LakeViews {
             // was whole serves on, from its snapshot, until the lake is whole again.
             Err(ViewError::Engine(e @ EngineError::NotAsPublished { .. })) => match self.latest() {
                 Some(old) => {
-                    tracing::warn!("serving the lake as it was: {e}");
+                    tracing::warn!("serving the lake as it was: {}", crate::error_chain::Chain(&e));
                     return Ok(old);
                 }
                 None => return Err(e.into()),
@@ -208,8 +208,9 @@ impl LakeViews {
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
                 tracing::warn!(
-                    "cannot snapshot the lake under {} ({e}): reading it in place, so a day the collector republishes while a query reads it can fail that query",
-                    dir.display()
+                    "cannot snapshot the lake under {} ({}): reading it in place, so a day the collector republishes while a query reads it can fail that query",
+                    dir.display(),
+                    crate::error_chain::Chain(&e)
                 );
                 *self.snapshots.lock().unwrap() = false;
                 Snapshot { dir: None }

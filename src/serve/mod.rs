@@ -46,7 +46,7 @@ pub enum ServeError {
     Tls { path: PathBuf, message: String },
     #[error("listen address {addr:?}: {message}")]
     Listen { addr: String, message: String },
-    #[error("listening on {addr}: {source}")]
+    #[error("listening on {addr}")]
     Bind { addr: SocketAddr, source: std::io::Error },
 }
 
@@ -195,7 +195,7 @@ pub async fn serve(lake: Lake, config: Config, builder: SessionBuilder, options:
                 },
             };
             if let Err(e) = done {
-                tracing::debug!("connection from {peer}: {e}");
+                tracing::debug!("connection from {peer}: {}", crate::error_chain::Chain(&e));
             }
         });
     }

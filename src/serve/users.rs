@@ -18,7 +18,7 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UsersError {
-    #[error("reading the users file {path}: {source}")]
+    #[error("reading the users file {path}")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}: expected user:password (a user name, a colon, a non-empty password)")]
     Malformed { path: PathBuf, line: usize },
@@ -148,7 +148,7 @@ impl AuthSource for UsersFile {
     /// names).
     async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
         let users = self.read().map_err(|e| {
-            tracing::error!("login refused: {e}");
+            tracing::error!("login refused: {}", crate::error_chain::Chain(&e));
             PgWireError::UserError(Box::new(ErrorInfo::new("FATAL".into(), "28000".into(), "the server's users file cannot be read".into())))
         })?;
         let password = login.user().and_then(|u| users.passwords.get(u)).cloned().unwrap_or_else(random_nonce);

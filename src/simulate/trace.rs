@@ -22,7 +22,7 @@ pub const DLRM_FILE: &str = "disaggregated_DLRM_trace.csv.gz";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("reading trace {path}: {source}")]
+    #[error("reading trace {path}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("trace {path} line {line}: {message}")]
     Parse { path: PathBuf, line: usize, message: String },

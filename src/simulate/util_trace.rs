@@ -18,7 +18,7 @@ pub const GENAI_DUTY_CYCLE_FILE: &str = "pod_gpu_duty_cycle_anon.csv.gz";
 
 #[derive(Debug, thiserror::Error)]
 pub enum UtilTraceError {
-    #[error("reading utilisation trace {path}: {source}")]
+    #[error("reading utilisation trace {path}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("utilisation trace {path} line {line}: {message}")]
     Parse { path: PathBuf, line: usize, message: String },

@@ -10,7 +10,7 @@ use std::path::Path;
 /// Top-level modules by layer, lowest first; a module may use only modules of lower layers.
 const LAYERS: &[&[&str]] = &[
     &["domain"],
-    &["atomic", "exit", "failpoint", "limits", "progress", "queries", "redact", "render"],
+    &["atomic", "error_chain", "exit", "failpoint", "limits", "progress", "queries", "redact", "render"],
     &["config"],
     &["lake"],
     &["pricing", "distributed"],

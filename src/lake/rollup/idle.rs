@@ -36,7 +36,7 @@ pub const STRETCHES: Kind = &RollupKind { name: "idle_stretches", source: Table:
 pub enum IdleScanError {
     #[error(transparent)]
     Scan(#[from] ScanError),
-    #[error("{path}: column {column}: {source}")]
+    #[error("{path}: column {column}")]
     Column { path: String, column: &'static str, source: crate::lake::intern::ColumnError },
     #[error("{path}: rows of GPU {gpu} pod {pod} are not in time order ({later} after {earlier}); gpuledger's writer sorts every day file by node, GPU and time: was this file written by something else?")]
     Unordered { path: String, gpu: String, pod: String, earlier: i64, later: i64 },

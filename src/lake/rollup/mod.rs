@@ -348,7 +348,7 @@ pub fn read_kind(lake: &Lake, kind: Kind, date: NaiveDate, source_file: &Path) -
 fn footer_check(lake: &Lake, kind: Kind, date: NaiveDate, source_file: &Path) -> Result<parquet::file::metadata::ParquetMetaData, String> {
     let path = kind_file(lake, kind, date);
     // A footer that cannot be read is a reason the rollup is not current (logged), not an error.
-    let (r, _) = lake.footer(&path).map_err(|e| e.to_string())?;
+    let (r, _) = lake.footer(&path).map_err(|e| crate::error_chain::chain(&e))?;
     let meta = r.file_metadata();
     matches_source(lake, kind, meta, source_file).map_err(|why| format!("{}: {why}", path.display()))?;
     let columns = parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata()).map_err(|e| e.to_string())?;
@@ -392,7 +392,7 @@ fn matches_source(lake: &Lake, kind: Kind, meta: &parquet::file::metadata::FileM
     };
     expect(KEY_VERSION, kind.version().to_string())?;
     expect(KEY_BUCKET_MS, BUCKET_MS.to_string())?;
-    let (source, source_bytes) = lake.footer(source_file).map_err(|e| e.to_string())?;
+    let (source, source_bytes) = lake.footer(source_file).map_err(|e| crate::error_chain::chain(&e))?;
     expect(KEY_SOURCE_BYTES, source_bytes.to_string())?;
     let source_rows = source.file_metadata().num_rows();
     expect(KEY_SOURCE_ROWS, source_rows.to_string())

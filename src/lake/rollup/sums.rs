@@ -24,7 +24,7 @@ pub enum BucketError {
     Scan(#[from] ScanError),
     #[error("{path}: not in a date=YYYY-MM-DD folder")]
     NotADay { path: String },
-    #[error("{path}: column {column}: {source}")]
+    #[error("{path}: column {column}")]
     Column { path: String, column: &'static str, source: crate::lake::intern::ColumnError },
 }
 

@@ -16,6 +16,9 @@ use crate::domain::gpu_resource::GpuResource;
 use crate::lake::rows::{PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
 use crate::lake::Table;
 
+mod batches;
+pub mod dra;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum KubeMetric {
     Info,
@@ -104,37 +107,6 @@ struct Pod {
     /// Its devices through those claims, as the device plugin's resource and count
     /// ([`KubeState::set_dra`]).
     dra: Option<(String, i32)>,
-}
-
-/// A DRA claim's devices as dcgm-exporter names them: whole GPUs, and MIG devices by profile.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClaimDevices {
-    pub whole: BTreeSet<String>,
-    pub mig: BTreeMap<String, BTreeSet<String>>,
-}
-
-impl ClaimDevices {
-    /// The device plugin's resource and count these devices are: MIG devices of the profile
-    /// with the most of them (`nvidia.com/mig-<profile>`), else whole GPUs (`nvidia.com/gpu`).
-    fn as_request(&self) -> Option<(String, i32)> {
-        if let Some((profile, devices)) = self.mig.iter().max_by_key(|(_, d)| d.len()) {
-            return Some((format!("nvidia.com/mig-{profile}"), devices.len() as i32));
-        }
-        (!self.whole.is_empty()).then(|| ("nvidia.com/gpu".to_string(), self.whole.len() as i32))
-    }
-}
-
-/// What [`KubeState::set_dra`] found, for the run's log.
-#[derive(Debug, Clone, Default)]
-pub struct DraNote {
-    /// Pods whose claims' devices dcgm-exporter named.
-    pub seen: usize,
-    /// Pods whose claims it never named (pending, or on a node it does not map), their
-    /// request taken from other pods' claims of the same template.
-    pub by_template: usize,
-    /// Pods with claims and neither: no GPU request known (a claim for another device, or
-    /// a template no pod was seen running with).
-    pub unknown: usize,
 }
 
 /// `nvidia_com_mig_3g_40gb` -> `nvidia.com/mig-3g.40gb`, `nvidia_com_gpu` -> `nvidia.com/gpu`.
@@ -355,56 +327,6 @@ impl KubeState {
         }
     }
 
-    /// DRA: pods request no `nvidia.com/*` resource for devices a ResourceClaim gives them
-    /// (kube-state-metrics#2979). Each pod with claims (`kube_pod_resourceclaim_info`) takes
-    /// as its request the devices dcgm-exporter labelled with its claims (`devices`, by claim
-    /// namespace and name), read as the device plugin's resource they are; a pod whose claims
-    /// no series named (pending, or its node's exporter not mapping DRA) takes what the other
-    /// pods' claims from the same template held. Inferred, and counted for the log.
-    pub fn set_dra(&mut self, devices: &BTreeMap<(String, String), ClaimDevices>) -> DraNote {
-        let mut note = DraNote::default();
-        let mut by_template: BTreeMap<String, BTreeMap<(String, i32), usize>> = BTreeMap::new();
-        for p in self.pods.values_mut() {
-            let mut held = ClaimDevices::default();
-            for (claim, _) in &p.claims {
-                if let Some(d) = devices.get(&(p.namespace.clone(), claim.clone())) {
-                    held.whole.extend(d.whole.iter().cloned());
-                    for (profile, ds) in &d.mig {
-                        held.mig.entry(profile.clone()).or_default().extend(ds.iter().cloned());
-                    }
-                }
-            }
-            p.dra = held.as_request();
-            if let Some(r) = &p.dra {
-                note.seen += 1;
-                for (_, template) in &p.claims {
-                    if let Some(t) = template {
-                        *by_template.entry(t.clone()).or_default().entry(r.clone()).or_default() += 1;
-                    }
-                }
-            }
-        }
-        for p in self.pods.values_mut().filter(|p| p.dra.is_none() && !p.claims.is_empty()) {
-            // The request most pods of the template held.
-            let guess = p
-                .claims
-                .iter()
-                .filter_map(|(_, t)| t.as_ref())
-                .filter_map(|t| by_template.get(t))
-                .flat_map(|m| m.iter())
-                .max_by_key(|(_, n)| **n)
-                .map(|(r, _)| r.clone());
-            match guess {
-                Some(r) => {
-                    p.dra = Some(r);
-                    note.by_template += 1;
-                }
-                None => note.unknown += 1,
-            }
-        }
-        note
-    }
-
     /// A HAMi vGPU's share of its GPU in percent: the pod's `nvidia.com/gpucores` (per vGPU),
     /// else its `gpumem-percentage`; None for a pod that asks for neither (not HAMi's, or HAMi
     /// with the cores unlimited: then its vGPUs are scaled to the node's time).
@@ -437,120 +359,9 @@ impl KubeState {
             .filter(|r| GpuResource::of(r).is_some_and(|k| !k.counts_devices()))
             .collect()
     }
-
-    /// GPU pods by the day they were created.
-    pub fn pods_by_day(&self) -> BTreeMap<NaiveDate, RecordBatch> {
-        let mut days: BTreeMap<NaiveDate, Vec<(&String, &Pod)>> = BTreeMap::new();
-        for (uid, p) in &self.pods {
-            if Self::gpu_request(p).1 <= 0 {
-                continue;
-            }
-            let created = p.created.or(p.first_seen).unwrap_or(self.from);
-            let day = chrono::DateTime::from_timestamp_millis(created).expect("valid").date_naive();
-            days.entry(day).or_default().push((uid, p));
-        }
-        days.into_iter().map(|(d, pods)| (d, self.pods_batch(&pods))).collect()
-    }
-
-    fn pods_batch(&self, pods: &[(&String, &Pod)]) -> RecordBatch {
-        let mut rows = PodsBuilder::new();
-        for (u, p) in pods {
-            let (resource, gpus) = Self::gpu_request(p);
-            let sum = |r: &str| p.requests.iter().filter(|((_, k), _)| k == r).map(|(_, v)| v).sum::<f64>();
-            let phase = p.phase.as_ref().map(|(_, s)| s.as_str());
-            let reason = match (&p.reason, phase) {
-                (Some(r), _) => Some(r.as_str()),
-                (None, Some("Succeeded")) => Some("Completed"),
-                _ => None,
-            };
-            let done = p.finished.is_some() || matches!(phase, Some("Succeeded" | "Failed"));
-            rows.push(&PodRow {
-                namespace: &p.namespace,
-                pod: &p.pod,
-                uid: u,
-                node: p.node.as_deref(),
-                priority_class: p.priority_class.as_deref(),
-                created: p.created.or(p.first_seen).unwrap_or(self.from),
-                scheduled: p.scheduled,
-                started: p.started,
-                finished: p.finished,
-                gpu_resource: resource.as_deref(),
-                gpu_request: gpus,
-                cpu_request: Some(sum("cpu")),
-                mem_request_bytes: Some(sum("memory") as i64),
-                phase,
-                termination_reason: if done { reason } else { None },
-                team: p.team.as_deref(),
-                gpu_share_pct: Self::hami_share_pct(p),
-            });
-        }
-        rows.finish()
-    }
-
-    /// Pending GPU pods per cell in `[c_start, c_end)`: cells in which the pod's phase was
-    /// Pending and that ended before it was scheduled (`kube_pod_status_scheduled_time`). A pod
-    /// the scheduler has placed stays Pending while its image is pulled and its containers
-    /// created, but it waits for no GPU then: it holds one. (A scheduled time inside a cell
-    /// leaves that cell out, as a pod created inside its first cell counts that one: whole
-    /// steps either way.)
-    pub fn pending_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
-        let mut rows = PendingBuilder::new();
-        for (u, p) in &self.pods {
-            let (resource, gpus) = Self::gpu_request(p);
-            if gpus <= 0 {
-                continue;
-            }
-            let waiting = |cell: i64| p.scheduled.is_none_or(|s| cell + self.step <= s);
-            for &cell in p.pending.iter().filter(|c| **c >= c_start && **c < c_end && waiting(**c)) {
-                rows.push(&PendingRow {
-                    ts: cell,
-                    step_s: (self.step / 1000) as i32,
-                    namespace: &p.namespace,
-                    pod: &p.pod,
-                    uid: u,
-                    priority_class: p.priority_class.as_deref(),
-                    gpu_resource: resource.as_deref(),
-                    gpu_request: gpus,
-                    reason: None,
-                    gpu_share_pct: Self::hami_share_pct(p),
-                });
-            }
-        }
-        rows.finish()
-    }
-
-    pub fn quotas_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
-        let mut rows = QuotasBuilder::new();
-        for ((t, n, r), (h, u)) in self.quotas.range((c_start, String::new(), String::new())..) {
-            if *t >= c_end {
-                break;
-            }
-            rows.push(&QuotaRow { ts: *t, namespace: n, resource: r, hard: *h, used: *u });
-        }
-        rows.finish()
-    }
 }
 
 impl KubeState {
-    /// `namespace_labels` rows for hours in `[c_start, c_end)`.
-    pub fn namespace_labels_batch(&self, c_start: i64, c_end: i64) -> RecordBatch {
-        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let mut ns = StringDictionaryBuilder::<Int32Type>::new();
-        let mut team = StringDictionaryBuilder::<Int32Type>::new();
-        let mut cc = StringDictionaryBuilder::<Int32Type>::new();
-        for ((t, n), (tm, c)) in self.namespace_labels.range((c_start, String::new())..) {
-            if *t >= c_end {
-                break;
-            }
-            ts.append_value(*t);
-            ns.append_value(n);
-            team.append_option(tm.as_deref());
-            cc.append_option(c.as_deref());
-        }
-        let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(ns.finish()), Arc::new(team.finish()), Arc::new(cc.finish())];
-        crate::lake::rows::table_batch(Table::NamespaceLabels.schema(), columns)
-    }
-
     /// Per node, per cell of the window: the whole GPUs (`nvidia.com/gpu`) kube-state-metrics
     /// reports and whether it reports any GPU resource (MIG, time-sliced too). A sample stands
     /// until its series' next, for at most `lookback_ms`, as in Prometheus; a series' last
@@ -600,26 +411,6 @@ impl KubeState {
         }
         out
     }
-
-    /// `node_capacity` or `kueue_pending` rows for cells in `[c_start, c_end)`.
-    pub fn gauge_batch(&self, table: Table, c_start: i64, c_end: i64) -> RecordBatch {
-        let map = if table == Table::NodeCapacity { &self.capacity } else { &self.kueue };
-        let mut ts = TimestampMillisecondBuilder::new().with_timezone("UTC");
-        let mut a = StringDictionaryBuilder::<Int32Type>::new();
-        let mut b = StringDictionaryBuilder::<Int32Type>::new();
-        let mut v = Float64Builder::new();
-        for ((t, k1, k2), value) in map.range((c_start, String::new(), String::new())..) {
-            if *t >= c_end {
-                break;
-            }
-            ts.append_value(*t);
-            a.append_value(k1);
-            b.append_value(k2);
-            v.append_value(*value);
-        }
-        let columns: Vec<ArrayRef> = vec![Arc::new(ts.finish()), Arc::new(a.finish()), Arc::new(b.finish()), Arc::new(v.finish())];
-        crate::lake::rows::table_batch(table.schema(), columns)
-    }
 }
 
 #[cfg(test)]
@@ -634,7 +425,7 @@ mod tests {
         assert_eq!(resource_name("nvidia_com_mig_1g_10gb"), "nvidia.com/mig-1g.10gb");
     }
 
-    fn s(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
+    pub(super) fn s(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
         Series { labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), samples: samples.to_vec() }
     }
 
@@ -712,44 +503,5 @@ mod tests {
         let cells = &k.gpu_capacity(300_000, &k.hami_nodes())["hami-1"];
         assert_eq!(cells[0], (0, true), "there, with no GPU count of its own");
         assert_eq!(k.gpu_capacity(300_000, &BTreeMap::new())["hami-1"][0], (40, true));
-    }
-
-    /// Two pods with claims from one template: one running (dcgm-exporter names its claim's two
-    /// MIG devices), one pending (no device yet): both ask for two `mig-3g.40gb`; a third with a
-    /// claim of another template nobody ran asks for nothing known.
-    #[test]
-    fn dra_claims_are_requests_of_the_devices_they_gave() {
-        let cfg = PrometheusConfig::default();
-        let mut k = KubeState::new(0, 600_000, 30);
-        let claim = |pod: &'static str, uid: &'static str, claim: &'static str, template: &'static str| {
-            s(
-                &[
-                    ("namespace", "ns"),
-                    ("pod", pod),
-                    ("uid", uid),
-                    ("claim_name", "gpu"),
-                    ("resourceclaim_name", claim),
-                    ("resourceclaim_template_name", template),
-                ],
-                &[(0, 1.0)],
-            )
-        };
-        k.add(
-            KubeMetric::ResourceClaims,
-            &[claim("run", "u1", "run-gpu", "mig-x2"), claim("wait", "u2", "wait-gpu", "mig-x2"), claim("nic", "u3", "nic-rdma", "rdma")],
-            &cfg,
-        );
-        let mut devices = BTreeMap::new();
-        let mig = ClaimDevices {
-            whole: BTreeSet::new(),
-            mig: BTreeMap::from([("3g.40gb".to_string(), BTreeSet::from(["gpu-0-mig-1".to_string(), "gpu-0-mig-2".to_string()]))]),
-        };
-        devices.insert(("ns".to_string(), "run-gpu".to_string()), mig);
-        let note = k.set_dra(&devices);
-        assert_eq!((note.seen, note.by_template, note.unknown), (1, 1, 1));
-        let req = |uid: &str| KubeState::gpu_request(&k.pods[uid]);
-        assert_eq!(req("u1"), (Some("nvidia.com/mig-3g.40gb".into()), 2));
-        assert_eq!(req("u2"), (Some("nvidia.com/mig-3g.40gb".into()), 2), "by its template");
-        assert_eq!(req("u3"), (None, 0));
     }
 }
