@@ -278,4 +278,33 @@ lake_rows! {
         // to `counter_energy_j` where the rows conserve the counter's energy.
         counter_delta_j: Option<f64> => Float64Builder,
     }
+
+    /// One `pod_owners` row: a GPU pod's controller and the top-level workload it resolves to.
+    PodOwners => PodOwnerRow, PodOwnersBuilder {
+        created: i64 => TimestampMillisecondBuilder,
+        namespace: &'a str => Labels,
+        pod: &'a str => StringBuilder,
+        uid: &'a str => StringBuilder,
+        owner_kind: Option<&'a str> => Labels,
+        owner_name: Option<&'a str> => Labels,
+        // The hops above the owner as resolved, ` > ` between them (`ReplicaSet/web-5d8f > Deployment/web`).
+        chain: &'a str => Labels,
+        workload_kind: &'a str => Labels,
+        workload_name: &'a str => Labels,
+        // Null where every hop came from kube-state-metrics' owner series; else what was
+        // inferred and from what (a label, a name convention).
+        inferred: Option<&'a str> => Labels,
+    }
+
+    /// One `pod_labels` row: one label (or annotation) of a GPU pod, as kube-state-metrics
+    /// names it (without its `label_` / `annotation_` prefix).
+    PodLabels => PodLabelRow, PodLabelsBuilder {
+        created: i64 => TimestampMillisecondBuilder,
+        namespace: &'a str => Labels,
+        pod: &'a str => StringBuilder,
+        uid: &'a str => StringBuilder,
+        source: &'a str => Labels,
+        key: &'a str => Labels,
+        value: &'a str => Labels,
+    }
 }

@@ -32,10 +32,14 @@ pub enum Table {
     KueuePending,
     /// Team and cost-centre labels of each namespace (kube_namespace_labels), hourly.
     NamespaceLabels,
+    /// One row per GPU pod (uid): its owner and top-level workload.
+    PodOwners,
+    /// One row per GPU pod (uid) and label or annotation.
+    PodLabels,
 }
 
 impl Table {
-    pub const ALL: [Table; 9] = [
+    pub const ALL: [Table; 11] = [
         Table::GpuSamples,
         Table::Pods,
         Table::PendingSamples,
@@ -45,6 +49,8 @@ impl Table {
         Table::NodeCapacity,
         Table::KueuePending,
         Table::NamespaceLabels,
+        Table::PodOwners,
+        Table::PodLabels,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +64,8 @@ impl Table {
             Table::NodeCapacity => "node_capacity",
             Table::KueuePending => "kueue_pending",
             Table::NamespaceLabels => "namespace_labels",
+            Table::PodOwners => "pod_owners",
+            Table::PodLabels => "pod_labels",
         }
     }
 
@@ -82,6 +90,8 @@ impl Table {
             Table::NodeCapacity => &["cluster", "node", "resource", "ts"],
             Table::KueuePending => &["cluster", "cluster_queue", "status", "ts"],
             Table::NamespaceLabels => &["cluster", "namespace", "ts"],
+            Table::PodOwners => &["cluster", "namespace", "created", "pod", "uid"],
+            Table::PodLabels => &["cluster", "namespace", "created", "pod", "uid", "source", "key"],
         }
     }
 
@@ -93,6 +103,7 @@ impl Table {
             Table::Nodes => &["first_seen", "last_seen"],
             Table::Gaps => &["gap_start", "gap_end"],
             Table::NodeCapacity | Table::KueuePending | Table::NamespaceLabels => &["ts"],
+            Table::PodOwners | Table::PodLabels => &["created"],
         }
     }
 
@@ -131,6 +142,8 @@ impl Table {
             Table::NodeCapacity => "GPU capacity per node and resource over time",
             Table::KueuePending => "Kueue pending workloads per ClusterQueue and status over time",
             Table::NamespaceLabels => "team and cost-centre labels of each namespace (kube_namespace_labels), hourly",
+            Table::PodOwners => "one row per GPU pod uid: its controller (kube_pod_owner), the chain above it and its top-level workload; `inferred` says which hop was not read from an owner series",
+            Table::PodLabels => "one row per GPU pod uid and label (kube_pod_labels) or annotation (kube_pod_annotations), keys as kube-state-metrics names them",
         }
     }
 
@@ -160,6 +173,8 @@ impl Table {
             Table::NamespaceLabels => {
                 Arc::new(Schema::new(vec![ts("ts", false), label("namespace", false), label("team", true), label("cost_centre", true), cluster()]))
             }
+            Table::PodOwners => super::rows::PodOwnerRow::schema(),
+            Table::PodLabels => super::rows::PodLabelRow::schema(),
         }
     }
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::cluster::Cluster;
 use super::scheduler::Schedule;
 use super::signals::SignalModel;
+use super::owners::Ownership;
 use super::workload::NamespaceSpec;
 
 use crate::domain::units::UNALLOCATED;
@@ -50,13 +51,40 @@ pub struct Ledger {
     pub cluster_gpu_seconds: f64,
     pub cluster_energy_j: f64,
     pub namespaces: BTreeMap<String, NamespaceLedger>,
+    /// Per top-level workload (`namespace/Kind/name`, `simulate::owners`): its pods and the
+    /// GPU time they held.
+    #[serde(default)]
+    pub workloads: BTreeMap<String, WorkloadLedger>,
+    /// Per pod label (as kube-state-metrics names it, without `label_`) and value: the GPU
+    /// time held by pods with that value. Pods without the label are in no entry of it.
+    #[serde(default)]
+    pub labels: BTreeMap<String, BTreeMap<String, f64>>,
+}
+
+/// A top-level workload's truth.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct WorkloadLedger {
+    pub namespace: String,
+    pub kind: String,
+    pub name: String,
+    /// Its pods that held GPUs in the window.
+    pub pods: u64,
+    pub gpu_seconds: f64,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     crate::domain::stats::nearest_rank(sorted, p).unwrap_or(0.0)
 }
 
-pub fn compute(cluster: &Cluster, namespaces: &[NamespaceSpec], schedule: &Schedule, model: &SignalModel, window: (i64, i64), seed: u64) -> Ledger {
+pub fn compute(
+    cluster: &Cluster,
+    namespaces: &[NamespaceSpec],
+    schedule: &Schedule,
+    model: &SignalModel,
+    window: (i64, i64),
+    seed: u64,
+    owners: &[Ownership],
+) -> Ledger {
     let (ws, we) = window;
     let step = model.step_ms;
     let mut out: BTreeMap<String, NamespaceLedger> = BTreeMap::new();
@@ -88,10 +116,29 @@ pub fn compute(cluster: &Cluster, namespaces: &[NamespaceSpec], schedule: &Sched
     });
     let mut held_seconds = 0.0;
     let mut held_energy = 0.0;
+    let mut workloads: BTreeMap<String, WorkloadLedger> = BTreeMap::new();
+    let mut labels: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    fn workload_of<'w>(workloads: &'w mut BTreeMap<String, WorkloadLedger>, ns: &str, o: &Ownership) -> &'w mut WorkloadLedger {
+        workloads.entry(format!("{ns}/{}", o.workload_key())).or_insert_with(|| WorkloadLedger {
+            namespace: ns.to_string(),
+            kind: o.workload.0.to_string(),
+            name: o.workload.1.clone(),
+            ..WorkloadLedger::default()
+        })
+    }
+    let mut counted = vec![false; schedule.pods.len()];
     for (piece, (energy, util)) in pieces.iter().zip(piece_sums) {
         let ns = namespaces[schedule.pods[piece.pod].ns].name;
         let entry = out.get_mut(ns).expect("known namespace");
         let secs = (piece.end - piece.start) as f64 / 1000.0 * piece.share;
+        let w = workload_of(&mut workloads, ns, &owners[piece.pod]);
+        w.gpu_seconds += secs;
+        if !std::mem::replace(&mut counted[piece.pod], true) {
+            w.pods += 1;
+        }
+        for (key, value) in &owners[piece.pod].labels {
+            *labels.entry(crate::domain::ksm_label::sanitised(key)).or_default().entry(value.clone()).or_default() += secs;
+        }
         entry.gpu_seconds += secs;
         held_seconds += secs;
         entry.energy_j += energy;
@@ -215,6 +262,8 @@ pub fn compute(cluster: &Cluster, namespaces: &[NamespaceSpec], schedule: &Sched
         cluster_gpu_seconds: cluster_seconds,
         cluster_energy_j: cluster_energy,
         namespaces: out,
+        workloads,
+        labels,
     }
 }
 

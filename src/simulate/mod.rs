@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod lake_out;
 pub mod ledger;
 pub mod openmetrics;
+pub mod owners;
 pub mod rng;
 pub mod scheduler;
 pub mod signals;
@@ -125,7 +126,15 @@ impl Simulation {
     }
 
     pub fn ledger(&self) -> Ledger {
-        ledger::compute(&self.cluster, &self.namespaces, &self.schedule, &self.signals(), self.params.window_ms(), self.params.seed)
+        ledger::compute(&self.cluster, &self.namespaces, &self.schedule, &self.signals(), self.params.window_ms(), self.params.seed, &self.owners())
+    }
+
+    /// Every pod's ownership and labels (`owners`), by pod index; Deployments roll out half-way
+    /// through the window.
+    pub fn owners(&self) -> Vec<owners::Ownership> {
+        let (ws, we) = self.params.window_ms();
+        let rollout_at = ws + (we - ws) / 2;
+        self.schedule.pods.iter().map(|p| owners::of(&self.namespaces[p.ns], p, rollout_at)).collect()
     }
 
     /// What an exporter outage hid: its node and interval, the GPU-seconds of the node's pool in

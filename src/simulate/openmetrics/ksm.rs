@@ -23,6 +23,7 @@ impl<W: Write> OmWriter<'_, W> {
         let node_name = |p: &SimPod| p.node.map(|n| sim.cluster.nodes[n].name.clone()).unwrap_or_default();
         let at = |t: Option<i64>, ts: i64| t.filter(|&t| t <= ts);
         let on_dra = |p: &SimPod| p.node.is_some_and(|n| sim.cluster.nodes[n].dra);
+        let owners = sim.owners();
 
         // Families with one series per pod whose value is a time (or 1).
         type ValueFn<'x> = Box<dyn Fn(&SimPod, i64) -> Option<String> + 'x>;
@@ -48,15 +49,16 @@ impl<W: Write> OmWriter<'_, W> {
                 let mut labels = id_labels(p);
                 if *name == "kube_pod_info" {
                     // The node label is empty until the pod is bound: a new series then.
-                    let job = p.name.rsplit_once('-').map_or(p.name.as_str(), |(j, _)| j);
+                    // created_by_*: the controller ownerReference (kube_pod_owner's).
+                    let (kind, owner) = owners[i].owner.as_ref().map_or(("", ""), |(k, n)| (*k, n.as_str()));
                     let mut before = labels.clone();
-                    write!(before, ",node=\"\",created_by_kind=\"Job\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}", esc(job), p.priority.class_name())
+                    write!(before, ",node=\"\",created_by_kind=\"{kind}\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}", esc(owner), p.priority.class_name())
                         .expect("string write");
                     write!(
                         labels,
-                        ",node=\"{}\",created_by_kind=\"Job\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}",
+                        ",node=\"{}\",created_by_kind=\"{kind}\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}",
                         node_name(p),
-                        esc(job),
+                        esc(owner),
                         p.priority.class_name()
                     )
                     .expect("string write");
@@ -156,12 +158,16 @@ impl<W: Write> OmWriter<'_, W> {
         self.family("kube_pod_labels", "Kubernetes labels converted to Prometheus labels.")?;
         for &i in &pods {
             let p = &sim.schedule.pods[i];
-            let ns = &sim.namespaces[p.ns];
-            let labels = format!("{},label_app=\"{}\",label_team=\"{}\",{ksm}", id_labels(p), ns.container, esc(ns.team));
+            let mut labels = id_labels(p);
+            for (key, value) in &owners[i].labels {
+                write!(labels, ",label_{}=\"{}\"", crate::domain::ksm_label::sanitised(key), esc(value)).expect("string write");
+            }
+            write!(labels, ",{ksm}").expect("string write");
             for ts in self.pod_steps(p).step_by(step as usize) {
                 self.sample("kube_pod_labels", &labels, "1", ts)?;
             }
         }
+        self.owner_families(&pods, &owners, ksm)?;
 
         self.family("kube_resourcequota", "Information about resource quota.")?;
         for (n, ns) in sim.namespaces.iter().enumerate() {
@@ -214,6 +220,55 @@ impl<W: Write> OmWriter<'_, W> {
                         self.sample("kube_node_status_capacity", &labels, &n.to_string(), ts)?;
                     }
                     ts += step;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `kube_pod_owner` (one series per pod: its controller ownerReference, or the empty owner
+    /// of a bare pod) and the hops above it that kube-state-metrics exports
+    /// (`kube_replicaset_owner`, `kube_job_owner`), each a series from the first step one of its
+    /// pods was seen to the last (`shared/reference/owner-chains.md` §1, §5).
+    fn owner_families(&mut self, pods: &[usize], owners: &[crate::simulate::owners::Ownership], ksm: &str) -> io::Result<()> {
+        let sim = self.sim;
+        let step = self.model.step_ms;
+        self.family("kube_pod_owner", "Information about the Pod's owner.")?;
+        let mut hops: BTreeMap<(&str, &str, String), (&crate::simulate::owners::Hop, i64, i64)> = BTreeMap::new();
+        for &i in pods {
+            let p = &sim.schedule.pods[i];
+            let ns = sim.namespaces[p.ns].name;
+            let (kind, name, controller) = owners[i].owner.as_ref().map_or(("", "", ""), |(k, n)| (*k, n.as_str(), "true"));
+            let labels = format!(
+                "namespace=\"{}\",pod=\"{}\",uid=\"{}\",owner_kind=\"{kind}\",owner_name=\"{}\",owner_is_controller=\"{controller}\",{ksm}",
+                esc(ns),
+                esc(&p.name),
+                p.uid,
+                esc(name)
+            );
+            let steps = self.pod_steps(p);
+            for ts in steps.clone().step_by(step as usize) {
+                self.sample("kube_pod_owner", &labels, "1", ts)?;
+            }
+            if let Some(hop) = &owners[i].hop {
+                let e = hops.entry((hop.family, ns, hop.name.clone())).or_insert((hop, steps.start, steps.end));
+                e.1 = e.1.min(steps.start);
+                e.2 = e.2.max(steps.end);
+            }
+        }
+        for family in ["kube_replicaset_owner", "kube_job_owner"] {
+            self.family(family, "Information about the owner.")?;
+            for ((_, ns, name), (hop, first, end)) in hops.iter().filter(|((f, _, _), _)| *f == family) {
+                let labels = format!(
+                    "namespace=\"{}\",{}=\"{}\",owner_kind=\"{}\",owner_name=\"{}\",owner_is_controller=\"true\",{ksm}",
+                    esc(ns),
+                    hop.id_label,
+                    esc(name),
+                    hop.owner_kind,
+                    esc(&hop.owner_name)
+                );
+                for ts in (*first..*end).step_by(step as usize) {
+                    self.sample(family, &labels, "1", ts)?;
                 }
             }
         }
