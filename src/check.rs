@@ -280,6 +280,16 @@ async fn check_prometheus(cfg: &PrometheusConfig) -> Vec<Finding> {
             )
         } else if metric == KubeMetric::NamespaceLabels {
             finding(Status::Ok, what, "absent (teams and cost centres come from the config's [teams] only)")
+        } else if metric == KubeMetric::DeploymentOwner {
+            finding(Status::Ok, what, "absent (kube-state-metrics before 2.18: a Deployment is taken as top-level)")
+        } else if metric == KubeMetric::Annotations {
+            finding(Status::Ok, what, "absent (no --metric-annotations-allowlist for pods: --by annotation:KEY has no values)")
+        } else if metric == KubeMetric::RayClusterInfo {
+            finding(Status::Ok, what, "absent (no KubeRay operator metrics: a RayCluster is a RayJob's only where its submitter Job names it)")
+        } else if metric.is_queue() {
+            finding(Status::Ok, what, "absent (that scheduler does not run here, or does not export its queues' resources)")
+        } else if matches!(metric, KubeMetric::Owner | KubeMetric::ReplicaSetOwner | KubeMetric::JobOwner) {
+            finding(Status::Warn, what, "does not exist: pods resolve to no workload above them (--by workload shows Pod/<name>)")
         } else if required {
             finding(Status::Fail, what, "does not exist: is kube-state-metrics scraped?")
         } else {

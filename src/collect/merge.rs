@@ -1,5 +1,5 @@
 //! A day's new rows merged with what its file already holds: rows of the window replaced, rows
-//! outside it kept (pods by uid).
+//! outside it kept (pods, their owners and labels by uid).
 
 use arrow::array::{AsArray, BooleanArray, RecordBatch};
 use arrow::compute::{concat_batches, filter_record_batch};
@@ -23,13 +23,14 @@ pub(super) fn merge_window(lake: &Lake, table: Table, date: NaiveDate, column: &
     concat_batches(&table.schema(), [&kept, &new]).map_err(merge_err(table, date))
 }
 
-/// The day's existing pods whose uid is not in `new`, plus `new`.
-pub(super) fn merge_pods(lake: &Lake, date: NaiveDate, new: RecordBatch) -> Result<RecordBatch> {
-    let Some(old) = read_partition(lake, Table::Pods, date)? else { return Ok(new) };
+/// The day's existing rows of `table` (pods, their owners, their labels) whose uid is not in
+/// `new`, plus `new`.
+pub(super) fn merge_by_uid(lake: &Lake, table: Table, date: NaiveDate, new: RecordBatch) -> Result<RecordBatch> {
+    let Some(old) = read_partition(lake, table, date)? else { return Ok(new) };
     let new_uids: std::collections::BTreeSet<String> =
         new.column_by_name("uid").expect("uid").as_string::<i32>().iter().flatten().map(str::to_string).collect();
     let uids = old.column_by_name("uid").expect("uid").as_string::<i32>();
     let keep: BooleanArray = uids.iter().map(|u| Some(u.is_none_or(|u| !new_uids.contains(u)))).collect();
-    let kept = filter_record_batch(&old, &keep).map_err(merge_err(Table::Pods, date))?;
-    concat_batches(&Table::Pods.schema(), [&kept, &new]).map_err(merge_err(Table::Pods, date))
+    let kept = filter_record_batch(&old, &keep).map_err(merge_err(table, date))?;
+    concat_batches(&table.schema(), [&kept, &new]).map_err(merge_err(table, date))
 }

@@ -39,7 +39,7 @@ use guards::{held_in_lake, refuse_beyond_retention, rows_in_lake, Held};
 use hami::HamiMetric;
 use job::Job;
 use kube::KubeMetric;
-use merge::{merge_pods, merge_window};
+use merge::{merge_by_uid, merge_window};
 use prometheus::{fmt_ms, PromClient, PromError, Series};
 use state::{Checkpoints, LakeLock};
 
@@ -258,17 +258,29 @@ pub async fn collect(
     // recorded as published once all its files are written (`lake::published`), so a run
     // stopped between two of a day's files leaves a day the record names, not one that reads
     // as fewer rows. Pods go into the day they were created, which may lie before the window.
-    let mut pods: BTreeMap<NaiveDate, Vec<RecordBatch>> = BTreeMap::new();
+    let mut pods: BTreeMap<NaiveDate, Vec<(Table, RecordBatch)>> = BTreeMap::new();
     for c in &clusters {
+        let named = |table: Table, batch: RecordBatch| (table, crate::lake::rows::with_cluster(batch, &c.name));
         for (date, batch) in c.kube.pods_by_day() {
-            pods.entry(date).or_default().push(crate::lake::rows::with_cluster(batch, &c.name));
+            pods.entry(date).or_default().push(named(Table::Pods, batch));
+        }
+        for (date, [owners, labels]) in c.kube.owners_and_labels_by_day() {
+            pods.entry(date).or_default().extend([named(Table::PodOwners, owners), named(Table::PodLabels, labels)]);
+        }
+        for (why, n) in c.kube.inferred_workloads() {
+            let of = if clusters.len() > 1 { format!(" of cluster {}", c.name) } else { String::new() };
+            tracing::info!("the workloads of {n} GPU pods{of} inferred: {why}");
         }
     }
-    let write_pods = |date: NaiveDate, pods: &mut BTreeMap<NaiveDate, Vec<RecordBatch>>| -> Result<()> {
-        let Some(batches) = pods.remove(&date) else { return Ok(()) };
-        let batch = concat_batches(&Table::Pods.schema(), &batches).map_err(|e| CollectError::Merge { table: Table::Pods.name(), date, source: e.into() })?;
-        let merged = merge_pods(lake, date, batch)?;
-        write_partition(lake, Table::Pods, date, &merged)?;
+    // A day's pods, their owners and their labels, each merged by uid with the day's file.
+    let write_pods = |date: NaiveDate, pods: &mut BTreeMap<NaiveDate, Vec<(Table, RecordBatch)>>| -> Result<()> {
+        let Some(rows) = pods.remove(&date) else { return Ok(()) };
+        for table in [Table::Pods, Table::PodOwners, Table::PodLabels] {
+            let batches: Vec<&RecordBatch> = rows.iter().filter(|(t, _)| *t == table).map(|(_, b)| b).collect();
+            let batch = concat_batches(&table.schema(), batches).map_err(|e| CollectError::Merge { table: table.name(), date, source: e.into() })?;
+            let merged = merge_by_uid(lake, table, date, batch)?;
+            write_partition(lake, table, date, &merged)?;
+        }
         Ok(())
     };
     let mut unmeasured: BTreeMap<String, f64> = BTreeMap::new();
@@ -341,7 +353,7 @@ pub async fn collect(
 
 /// The tables of kube-state-metrics' and Kueue's series on the step grid, in the order a day
 /// writes them.
-const KUBE_TABLES: [Table; 5] = [Table::PendingSamples, Table::Quotas, Table::NodeCapacity, Table::KueuePending, Table::NamespaceLabels];
+const KUBE_TABLES: [Table; 6] = [Table::PendingSamples, Table::Quotas, Table::NodeCapacity, Table::KueuePending, Table::NamespaceLabels, Table::QueueQuotas];
 
 /// One cluster's rows of a [`KUBE_TABLES`] table in `[w0, w1)`.
 fn kube_batch(c: &ClusterRows, table: Table, w0: i64, w1: i64) -> RecordBatch {
@@ -349,6 +361,7 @@ fn kube_batch(c: &ClusterRows, table: Table, w0: i64, w1: i64) -> RecordBatch {
         Table::PendingSamples => c.kube.pending_batch(w0, w1),
         Table::Quotas => c.kube.quotas_batch(w0, w1),
         Table::NamespaceLabels => c.kube.namespace_labels_batch(w0, w1),
+        Table::QueueQuotas => c.kube.queue_quotas_batch(w0, w1),
         _ => c.kube.gauge_batch(table, w0, w1),
     }
 }

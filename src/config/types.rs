@@ -346,6 +346,28 @@ pub struct MetricNames {
     pub namespace_labels: String,
     /// kube-state-metrics 2.20's pod-to-ResourceClaim link (DRA).
     pub pod_resourceclaim_info: String,
+    /// Who owns each pod and the hops above it (kube-state-metrics; `deployment_owner` from
+    /// 2.18), the pods' annotations (with an allowlist), and KubeRay's RayCluster owner kinds.
+    pub pod_owner: String,
+    pub replicaset_owner: String,
+    pub job_owner: String,
+    pub deployment_owner: String,
+    pub pod_annotations: String,
+    pub kuberay_cluster_info: String,
+    /// The schedulers' queue series: Kueue's ClusterQueues (their cohorts; with
+    /// `enableClusterQueueResources`, quota, borrowing limit, admitted usage and pending demand),
+    /// Volcano's queues (scalar resources, in thousandths), KAI's queues (GPUs).
+    pub kueue_cluster_queue_info: String,
+    pub kueue_nominal_quota: String,
+    pub kueue_borrowing_limit: String,
+    pub kueue_resource_usage: String,
+    pub kueue_resource_pending: String,
+    pub volcano_deserved: String,
+    pub volcano_capacity: String,
+    pub volcano_allocated: String,
+    pub volcano_request: String,
+    pub kai_deserved_gpus: String,
+    pub kai_allocated_gpus: String,
     /// HAMi's scheduler: each container's allocated cores (percent) and memory (bytes) per
     /// device, and each device's memory limit; its vGPU monitor: each container's part of the
     /// device's utilisation (0-100).

@@ -35,7 +35,9 @@ impl OwnerSeries {
         } else if controller {
             map.insert(object, Some((kind.to_string(), name.to_string())));
         } else {
-            map.entry(object).and_modify(|o| _ = o.get_or_insert_with(|| (kind.to_string(), name.to_string()))).or_insert(Some((kind.to_string(), name.to_string())));
+            map.entry(object)
+                .and_modify(|o| _ = o.get_or_insert_with(|| (kind.to_string(), name.to_string())))
+                .or_insert(Some((kind.to_string(), name.to_string())));
         }
     }
 
@@ -120,7 +122,8 @@ pub fn resolve(namespace: &str, pod: &str, owner: Option<(&str, &str)>, labels: 
         }
         "RayCluster" => {
             // KubeRay names a RayJob's cluster `<rayjob>-<5 random characters>`.
-            let stem = name.rsplit_once('-').filter(|(_, tail)| tail.len() == 5 && tail.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())).map(|(s, _)| s);
+            let stem =
+                name.rsplit_once('-').filter(|(_, tail)| tail.len() == 5 && tail.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())).map(|(s, _)| s);
             let info = series.ray_cluster.get(&object(name)).map(String::as_str);
             match (stem, info) {
                 (Some(rj), _) if series.ray_jobs(namespace).contains(rj) => at("RayJob", rj, vec![first, format!("RayJob/{rj}")], Some(BY_RAYJOB_NAME)),

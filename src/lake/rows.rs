@@ -296,6 +296,21 @@ lake_rows! {
         inferred: Option<&'a str> => Labels,
     }
 
+    /// One `queue_quotas` row: a scheduler queue's quota and use at one step, in GPUs.
+    QueueQuotas => QueueQuotaRow, QueueQuotasBuilder {
+        ts: i64 => TimestampMillisecondBuilder,
+        scheduler: &'a str => Labels,
+        queue: &'a str => Labels,
+        cohort: Option<&'a str> => Labels,
+        flavor: Option<&'a str> => Labels,
+        resource: &'a str => Labels,
+        nominal: Option<f64> => Float64Builder,
+        borrowing_limit: Option<f64> => Float64Builder,
+        capacity: Option<f64> => Float64Builder,
+        allocated: Option<f64> => Float64Builder,
+        pending: Option<f64> => Float64Builder,
+    }
+
     /// One `pod_labels` row: one label (or annotation) of a GPU pod, as kube-state-metrics
     /// names it (without its `label_` / `annotation_` prefix).
     PodLabels => PodLabelRow, PodLabelsBuilder {

@@ -36,10 +36,12 @@ pub enum Table {
     PodOwners,
     /// One row per GPU pod (uid) and label or annotation.
     PodLabels,
+    /// The schedulers' queues: quota and use per step (Kueue, Volcano, KAI).
+    QueueQuotas,
 }
 
 impl Table {
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 12] = [
         Table::GpuSamples,
         Table::Pods,
         Table::PendingSamples,
@@ -51,6 +53,7 @@ impl Table {
         Table::NamespaceLabels,
         Table::PodOwners,
         Table::PodLabels,
+        Table::QueueQuotas,
     ];
 
     pub fn name(self) -> &'static str {
@@ -66,6 +69,7 @@ impl Table {
             Table::NamespaceLabels => "namespace_labels",
             Table::PodOwners => "pod_owners",
             Table::PodLabels => "pod_labels",
+            Table::QueueQuotas => "queue_quotas",
         }
     }
 
@@ -92,6 +96,7 @@ impl Table {
             Table::NamespaceLabels => &["cluster", "namespace", "ts"],
             Table::PodOwners => &["cluster", "namespace", "created", "pod", "uid"],
             Table::PodLabels => &["cluster", "namespace", "created", "pod", "uid", "source", "key"],
+            Table::QueueQuotas => &["cluster", "scheduler", "queue", "flavor", "resource", "ts"],
         }
     }
 
@@ -102,7 +107,7 @@ impl Table {
             Table::Pods => &["created", "scheduled", "started", "finished"],
             Table::Nodes => &["first_seen", "last_seen"],
             Table::Gaps => &["gap_start", "gap_end"],
-            Table::NodeCapacity | Table::KueuePending | Table::NamespaceLabels => &["ts"],
+            Table::NodeCapacity | Table::KueuePending | Table::NamespaceLabels | Table::QueueQuotas => &["ts"],
             Table::PodOwners | Table::PodLabels => &["created"],
         }
     }
@@ -143,6 +148,7 @@ impl Table {
             Table::KueuePending => "Kueue pending workloads per ClusterQueue and status over time",
             Table::NamespaceLabels => "team and cost-centre labels of each namespace (kube_namespace_labels), hourly",
             Table::PodOwners => "one row per GPU pod uid: its controller (kube_pod_owner), the chain above it and its top-level workload; `inferred` says which hop was not read from an owner series",
+            Table::QueueQuotas => "a scheduler queue's quota and use per step, in GPUs: Kueue ClusterQueues (nominal quota, borrowing limit, admitted usage, pending), Volcano and KAI queues",
             Table::PodLabels => "one row per GPU pod uid and label (kube_pod_labels) or annotation (kube_pod_annotations), keys as kube-state-metrics names them",
         }
     }
@@ -175,6 +181,7 @@ impl Table {
             }
             Table::PodOwners => super::rows::PodOwnerRow::schema(),
             Table::PodLabels => super::rows::PodLabelRow::schema(),
+            Table::QueueQuotas => super::rows::QueueQuotaRow::schema(),
         }
     }
 }

@@ -7,11 +7,16 @@ use arrow::array::RecordBatch;
 use chrono::{DateTime, NaiveDate};
 
 use super::cluster::{Cluster, MAX_UNITS};
+use super::owners::Ownership;
 use super::scheduler::Schedule;
 use super::signals::{SignalModel, UnitCursor};
 use super::workload::NamespaceSpec;
+use crate::domain::workload::OwnerSeries;
 use crate::lake::rows::with_cluster;
-use crate::lake::rows::{GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
+use crate::lake::rows::{
+    GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodLabelRow, PodLabelsBuilder, PodOwnerRow, PodOwnersBuilder, PodRow,
+    PodsBuilder, QuotaRow, QuotasBuilder,
+};
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::Progress;
 
@@ -84,7 +89,7 @@ impl LakeOutput<'_> {
         let mut stats = stats.into_inner().expect("lock");
         stats.pod_rows = self.write_pods()?;
         let pod_days = self.lake.dates(Table::Pods).map_err(|source| WriteError::Io { path: self.lake.table_dir(Table::Pods), source })?;
-        stats.files += pod_days.len();
+        stats.files += pod_days.len() * 3;
         crate::lake::published::Published::record(self.lake, days.iter().map(|d| d.0).chain(pod_days))?;
         Ok(stats)
     }
@@ -287,8 +292,11 @@ impl LakeOutput<'_> {
                 by_day.entry(date).or_default().push(id);
             }
         }
+        let owners = super::owners::all(self.namespaces, &self.schedule.pods, self.window);
+        let series = super::owners::series(&owners, |i| self.namespaces[self.schedule.pods[i].ns].name.to_string());
         let mut rows = 0;
         for (date, ids) in by_day {
+            self.write_owners_and_labels(date, &ids, &owners, &series)?;
             let mut batch = PodsBuilder::new();
             for &id in &ids {
                 let p = &self.schedule.pods[id];
@@ -325,5 +333,38 @@ impl LakeOutput<'_> {
             write_partition(self.lake, Table::Pods, date, &with_cluster(batch.finish(), self.cluster_name))?;
         }
         Ok(rows)
+    }
+
+    /// `pod_owners` and `pod_labels` of pods `ids` (created on `date`), their workloads resolved
+    /// from the owner series and labels kube-state-metrics would export, as the collector does.
+    fn write_owners_and_labels(&self, date: NaiveDate, ids: &[usize], owners: &[Ownership], series: &OwnerSeries) -> Result<(), WriteError> {
+        let mut owner_rows = PodOwnersBuilder::new();
+        let mut label_rows = PodLabelsBuilder::new();
+        for &id in ids {
+            let p = &self.schedule.pods[id];
+            let namespace = self.namespaces[p.ns].name;
+            let o = &owners[id];
+            let labels = o.ksm_labels();
+            let owner = o.owner.as_ref().map(|(k, n)| (*k, n.as_str()));
+            let w = crate::domain::workload::resolve(namespace, &p.name, owner, &labels, series);
+            owner_rows.push(&PodOwnerRow {
+                created: p.created,
+                namespace,
+                pod: &p.name,
+                uid: &p.uid,
+                owner_kind: owner.map(|(k, _)| k),
+                owner_name: owner.map(|(_, n)| n),
+                chain: &w.chain,
+                workload_kind: &w.kind,
+                workload_name: &w.name,
+                inferred: w.inferred,
+            });
+            for (key, value) in &labels {
+                label_rows.push(&PodLabelRow { created: p.created, namespace, pod: &p.name, uid: &p.uid, source: "label", key, value });
+            }
+        }
+        write_partition(self.lake, Table::PodOwners, date, &with_cluster(owner_rows.finish(), self.cluster_name))?;
+        write_partition(self.lake, Table::PodLabels, date, &with_cluster(label_rows.finish(), self.cluster_name))?;
+        Ok(())
     }
 }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::cluster::Cluster;
+use super::owners::Ownership;
 use super::scheduler::Schedule;
 use super::signals::SignalModel;
-use super::owners::Ownership;
 use super::workload::NamespaceSpec;
 
 use crate::domain::units::UNALLOCATED;
@@ -59,6 +59,23 @@ pub struct Ledger {
     /// time held by pods with that value. Pods without the label are in no entry of it.
     #[serde(default)]
     pub labels: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Per scheduler queue (`owners::QUEUES`): its quota and the GPU time its pods were
+    /// admitted for (requested GPUs from being bound to a node to the end, as Kueue's and
+    /// Volcano's usage gauges count it).
+    #[serde(default)]
+    pub queues: BTreeMap<String, QueueLedger>,
+}
+
+/// A scheduler queue's truth.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct QueueLedger {
+    pub scheduler: String,
+    pub nominal_gpus: f64,
+    /// Kueue's borrowing limit, Volcano's capability.
+    pub limit_gpus: f64,
+    pub admitted_gpu_seconds: f64,
+    /// The GPUs its pods requested, over the pods admitted in the window.
+    pub gpus: u64,
 }
 
 /// A top-level workload's truth.
@@ -67,8 +84,10 @@ pub struct WorkloadLedger {
     pub namespace: String,
     pub kind: String,
     pub name: String,
-    /// Its pods that held GPUs in the window.
+    /// Its pods that held GPUs in the window, and the GPUs they requested (a MIG instance or a
+    /// shared GPU's replica counts 1).
     pub pods: u64,
+    pub gpus: u64,
     pub gpu_seconds: f64,
 }
 
@@ -135,6 +154,7 @@ pub fn compute(
         w.gpu_seconds += secs;
         if !std::mem::replace(&mut counted[piece.pod], true) {
             w.pods += 1;
+            w.gpus += schedule.pods[piece.pod].gpu_request as u64;
         }
         for (key, value) in &owners[piece.pod].labels {
             *labels.entry(crate::domain::ksm_label::sanitised(key)).or_default().entry(value.clone()).or_default() += secs;
@@ -264,7 +284,30 @@ pub fn compute(
         namespaces: out,
         workloads,
         labels,
+        queues: queue_ledger(cluster.gpu_count(), schedule, owners, window),
     }
+}
+
+/// Each simulated queue's quota and admitted GPU time over `window`.
+fn queue_ledger(gpus: usize, schedule: &Schedule, owners: &[Ownership], window: (i64, i64)) -> BTreeMap<String, QueueLedger> {
+    let (ws, we) = window;
+    let mut out = BTreeMap::new();
+    for q in &super::owners::QUEUES {
+        let mut l = QueueLedger { scheduler: q.scheduler.into(), nominal_gpus: q.nominal(gpus), limit_gpus: q.limit(gpus), ..QueueLedger::default() };
+        for (p, o) in schedule.pods.iter().zip(owners) {
+            let Some(bound) = p.scheduled else { continue };
+            if !o.labels.iter().any(|(k, v)| *k == q.label && v == q.name) {
+                continue;
+            }
+            let (a, b) = (bound.max(ws), p.finished.unwrap_or(we).min(we));
+            if a < b {
+                l.admitted_gpu_seconds += (b - a) as f64 / 1000.0 * p.gpu_request as f64;
+                l.gpus += p.gpu_request as u64;
+            }
+        }
+        out.insert(q.name.to_string(), l);
+    }
+    out
 }
 
 /// `f(0), f(1), ..., f(n - 1)` in order, computed on every core (items handed out one at a time).

@@ -132,9 +132,7 @@ impl Simulation {
     /// Every pod's ownership and labels (`owners`), by pod index; Deployments roll out half-way
     /// through the window.
     pub fn owners(&self) -> Vec<owners::Ownership> {
-        let (ws, we) = self.params.window_ms();
-        let rollout_at = ws + (we - ws) / 2;
-        self.schedule.pods.iter().map(|p| owners::of(&self.namespaces[p.ns], p, rollout_at)).collect()
+        owners::all(&self.namespaces, &self.schedule.pods, self.params.window_ms())
     }
 
     /// What an exporter outage hid: its node and interval, the GPU-seconds of the node's pool in

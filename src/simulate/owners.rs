@@ -28,8 +28,41 @@
 use std::collections::BTreeMap;
 
 use super::scheduler::SimPod;
-use crate::domain::workload::OwnerSeries;
 use super::workload::NamespaceSpec;
+use crate::domain::workload::OwnerSeries;
+
+/// A simulated queue: its scheduler's series name it; its quota as a share of the pool.
+pub struct SimQueue {
+    pub scheduler: &'static str,
+    pub name: &'static str,
+    /// The pod label (Kubernetes key) that names it.
+    pub label: &'static str,
+    pub nominal_frac: f64,
+    /// Kueue's borrowing limit / Volcano's capability, as a share of the pool.
+    pub limit_frac: f64,
+}
+
+/// Kueue's ClusterQueues (cohort [`COHORT`]) and Volcano's queue of the simulated cluster.
+pub const QUEUES: [SimQueue; 3] = [
+    SimQueue { scheduler: "kueue", name: "training-cq", label: "kueue.x-k8s.io/cluster-queue-name", nominal_frac: 0.40, limit_frac: 0.25 },
+    SimQueue { scheduler: "kueue", name: "research-cq", label: "kueue.x-k8s.io/cluster-queue-name", nominal_frac: 0.45, limit_frac: 0.10 },
+    SimQueue { scheduler: "volcano", name: "batch-q", label: "volcano.sh/queue-name", nominal_frac: 0.16, limit_frac: 0.30 },
+];
+
+/// The Kueue cohort the ClusterQueues borrow and lend in.
+pub const COHORT: &str = "gpu-pool";
+
+impl SimQueue {
+    /// Its nominal quota (Kueue) or deserved share (Volcano) in GPUs of a pool of `gpus`.
+    pub fn nominal(&self, gpus: usize) -> f64 {
+        (gpus as f64 * self.nominal_frac).round()
+    }
+
+    /// Its borrowing limit (Kueue) or capability (Volcano) in GPUs.
+    pub fn limit(&self, gpus: usize) -> f64 {
+        (gpus as f64 * self.limit_frac).round()
+    }
+}
 
 /// A hop above the pod that kube-state-metrics exports as a series of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +99,12 @@ impl Ownership {
     pub fn ksm_labels(&self) -> BTreeMap<String, String> {
         self.labels.iter().map(|(k, v)| (crate::domain::ksm_label::sanitised(k), v.clone())).collect()
     }
+}
+
+/// Every pod's ownership (by pod index) over `window` (ms): Deployments roll out half-way.
+pub fn all(namespaces: &[NamespaceSpec], pods: &[SimPod], window: (i64, i64)) -> Vec<Ownership> {
+    let rollout_at = window.0 + (window.1 - window.0) / 2;
+    pods.iter().map(|p| of(&namespaces[p.ns], p, rollout_at)).collect()
 }
 
 /// The owner series kube-state-metrics exports for these pods (`owners[i]` of pod `i` of

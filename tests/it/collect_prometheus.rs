@@ -177,6 +177,113 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((p * (sorted.len() - 1) as f64).round() as usize).min(sorted.len() - 1)]
 }
 
+/// The pods' owners and labels as collected (`pod_owners`, `pod_labels`) against the
+/// simulator's truth (`simulate::owners`, a separate model from `domain::workload`'s
+/// resolution): every GPU-second of `gpu_samples` belongs to a pod with an owner row; each
+/// top-level workload's GPU time, and each `project` label value's (with `__unattributed__`
+/// for pods without one), within 0.5% of the ledger's; a Deployment's pods over two
+/// ReplicaSets, a CronJob's over several Jobs and a JobSet's over two Jobs are one workload.
+fn workloads_and_labels_agree_with_ledger(dir: &Path, cfg: &str, ledger: &Value) {
+    let rows =
+        |sql: &str| -> Vec<Vec<String>> { common::parse_csv(&common::stdout(&common::run_ok(dir, &["--config", cfg, "query", sql, "--format", "csv"]))).1 };
+    const HELD: &str = "held AS (SELECT namespace, pod, sum(share * step_s) AS gpu_s FROM gpu_samples WHERE pod IS NOT NULL GROUP BY namespace, pod)";
+    let orphans = rows(&format!(
+        "WITH {HELD}, o AS (SELECT DISTINCT namespace, pod FROM pod_owners) \
+         SELECT count(*) FROM held LEFT JOIN o ON held.namespace = o.namespace AND held.pod = o.pod WHERE o.pod IS NULL"
+    ));
+    assert_eq!(orphans[0][0], "0", "every pod holding GPUs has its owner row");
+    let by_workload = rows(&format!(
+        "WITH {HELD}, o AS (SELECT DISTINCT namespace, pod, workload_kind, workload_name FROM pod_owners) \
+         SELECT o.namespace || '/' || o.workload_kind || '/' || o.workload_name, sum(held.gpu_s) FROM held JOIN o ON held.namespace = o.namespace AND held.pod = o.pod \
+         GROUP BY 1 ORDER BY 1"
+    ));
+    let got: BTreeMap<String, f64> = by_workload.iter().map(|r| (r[0].clone(), r[1].parse().unwrap())).collect();
+    let truth = ledger["workloads"].as_object().expect("the ledger's workloads");
+    let want: BTreeMap<String, f64> = truth.iter().map(|(k, v)| (k.clone(), v["gpu_seconds"].number().unwrap())).filter(|(_, s)| *s > 0.0).collect();
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "the workloads holding GPUs");
+    // Samples stand for whole 30 s steps, the ledger for exact holding: each pod's start and end
+    // may each be off by up to a step on each GPU it held. Over all workloads, 0.5%.
+    let (mut off, mut total) = (0.0, 0.0);
+    for (k, w) in &want {
+        let (g, gpus) = (got[k], truth[k]["gpus"].number().unwrap());
+        assert!((g - w).abs() <= w * 0.005 + 2.0 * 30.0 * gpus, "{k}: {g} GPU-s collected vs the ledger's {w} ({gpus} GPUs requested by its pods)");
+        off += (g - w).abs();
+        total += w;
+    }
+    eprintln!("{} workloads: {:.4}% of their GPU time off the ledger in all", want.len(), off / total * 100.0);
+    assert!(off <= total * 0.005, "the workloads' GPU time {off} GPU-s off the ledger's {total}");
+    let kinds: std::collections::BTreeSet<&str> = want.keys().map(|k| k.split('/').nth(1).unwrap()).collect();
+    for kind in ["CronJob", "Deployment", "JobSet", "Notebook", "PyTorchJob", "RayJob", "VolcanoJob"] {
+        assert!(kinds.contains(kind), "a {kind} among the workloads: {kinds:?}");
+    }
+    // One workload over several of its controllers' objects.
+    let over = |kind: &str| -> i64 {
+        let r = rows(&format!(
+            "SELECT max(n) FROM (SELECT count(DISTINCT owner_name) AS n FROM pod_owners WHERE workload_kind = '{kind}' GROUP BY namespace, workload_name)"
+        ));
+        r[0][0].parse().unwrap_or(0)
+    };
+    assert_eq!(over("Deployment"), 2, "a Deployment's pods over the ReplicaSets of its rollout");
+    assert!(over("CronJob") >= 2, "a CronJob's pods over several Jobs");
+    assert_eq!(over("JobSet"), 2, "a JobSet's pods over its two Jobs");
+    // The inferred hops are named: Notebooks by label, RayJobs by name and submitter, Volcano
+    // Jobs by label; nothing else is inferred.
+    let inferred = rows("SELECT workload_kind, count(*) FROM pod_owners WHERE inferred IS NOT NULL GROUP BY 1 ORDER BY 1");
+    let inferred: Vec<&str> = inferred.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(inferred, ["Notebook", "RayJob", "VolcanoJob"]);
+    // By the `project` label: a value's GPU time across its namespaces, and the pods without it.
+    let by_project = rows(&format!(
+        "WITH {HELD}, l AS (SELECT DISTINCT namespace, pod, value FROM pod_labels WHERE source = 'label' AND key = 'project') \
+         SELECT coalesce(l.value, '__unattributed__'), sum(held.gpu_s) FROM held LEFT JOIN l ON held.namespace = l.namespace AND held.pod = l.pod GROUP BY 1 ORDER BY 1"
+    ));
+    let mut want: BTreeMap<String, f64> = ledger["labels"]["project"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.number().unwrap())).collect();
+    let held: f64 =
+        ledger["namespaces"].as_object().unwrap().iter().filter(|(ns, _)| !ns.starts_with("__")).map(|(_, n)| n["gpu_seconds"].number().unwrap()).sum();
+    want.insert("__unattributed__".into(), held - want.values().sum::<f64>());
+    let got: BTreeMap<String, f64> = by_project.iter().map(|r| (r[0].clone(), r[1].parse().unwrap())).collect();
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
+    for (k, w) in &want {
+        eprintln!("project {k:>16}: {:.4} GPU-h vs ledger {:.4} ({:+.3}%)", got[k] / 3600.0, w / 3600.0, (got[k] - w) / w * 100.0);
+        assert!((got[k] - w).abs() <= w * 0.005 + 1e-6, "project {k}: {} GPU-s vs the ledger's {w}", got[k]);
+    }
+}
+
+/// The schedulers' queues as collected (`queue_quotas`) against the simulator's: each Kueue
+/// ClusterQueue's cohort, nominal quota and borrowing limit, the Volcano queue's deserved share
+/// and capability (exported in thousandths) at every step of the day, in GPUs; and the GPU time
+/// each queue's pods were admitted for, from the schedulers' usage gauges, within 0.5% of the
+/// ledger's (each pod's two ends within a step).
+fn queues_agree_with_ledger(dir: &Path, cfg: &str, ledger: &Value) {
+    let csv = common::stdout(&common::run_ok(
+        dir,
+        &[
+            "--config",
+            cfg,
+            "query",
+            "SELECT queue, scheduler, coalesce(min(cohort), ''), min(nominal), max(nominal), coalesce(min(coalesce(borrowing_limit, capacity)), -1), \
+             coalesce(max(coalesce(borrowing_limit, capacity)), -1), sum(allocated) * 30, count(*) FROM queue_quotas GROUP BY queue, scheduler ORDER BY queue",
+            "--format",
+            "csv",
+        ],
+    ));
+    let rows = common::parse_csv(&csv).1;
+    let truth = ledger["queues"].as_object().expect("the ledger's queues");
+    assert_eq!(rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), truth.keys().map(String::as_str).collect::<Vec<_>>());
+    for r in &rows {
+        let t = &truth[&r[0]];
+        let num = |i: usize| r[i].parse::<f64>().unwrap();
+        assert_eq!(r[1], t["scheduler"].as_str().unwrap(), "{}", r[0]);
+        assert_eq!(r[2], if r[1] == "kueue" { "gpu-pool" } else { "" }, "{}: cohort", r[0]);
+        let (nominal, limit) = (t["nominal_gpus"].number().unwrap(), t["limit_gpus"].number().unwrap());
+        assert_eq!((num(3), num(4)), (nominal, nominal), "{}: nominal quota at every step", r[0]);
+        assert_eq!((num(5), num(6)), (limit, limit), "{}: borrowing limit / capability at every step", r[0]);
+        assert_eq!(r[8], "2880", "{}: a row per 30 s step of the day", r[0]);
+        let (got, want, gpus) = (num(7), t["admitted_gpu_seconds"].number().unwrap(), t["gpus"].number().unwrap());
+        eprintln!("queue {:>12}: {:.4} admitted GPU-h vs ledger {:.4}, nominal {nominal}, limit {limit}", r[0], got / 3600.0, want / 3600.0);
+        assert!(want > 0.0 && (got - want).abs() <= want * 0.005 + 2.0 * 30.0 * gpus, "{}: {got} GPU-s admitted vs the ledger's {want}", r[0]);
+    }
+}
+
 /// The chargeback's pool is the ledger's pool, GPU-step for GPU-step, and every namespace's
 /// GPU-hours and energy (the `__unallocated__` row's too) are within 0.5% of the ledger's.
 fn agrees_with_ledger(report: &Value, ledger: &Value) {
@@ -1176,6 +1283,8 @@ fn collect_from_a_real_prometheus() {
         assert!(row["team"].is_string() && row["cost_centre"].is_string(), "{} has its team and cost centre from labels", row["namespace"]);
     }
     assert!(one("SELECT count(*) FROM pods WHERE termination_reason = 'OOMKilled'") > 0, "OOM kills from last_terminated_reason");
+    workloads_and_labels_agree_with_ledger(dir, "a.toml", &ledger);
+    queues_agree_with_ledger(dir, "a.toml", &ledger);
     let tree_a = lake_tree(&dir.join("lake-a"));
 
     // 2. An overlapping second collect changes nothing.

@@ -4,18 +4,78 @@
 use super::*;
 
 impl KubeState {
-    /// GPU pods by the day they were created.
-    pub fn pods_by_day(&self) -> BTreeMap<NaiveDate, RecordBatch> {
+    /// GPU pods by the day they were created (the day of their rows in `pods`, `pod_owners`
+    /// and `pod_labels`).
+    fn gpu_pods_by_day(&self) -> BTreeMap<NaiveDate, Vec<(&String, &Pod)>> {
         let mut days: BTreeMap<NaiveDate, Vec<(&String, &Pod)>> = BTreeMap::new();
         for (uid, p) in &self.pods {
             if Self::gpu_request(p).1 <= 0 {
                 continue;
             }
-            let created = p.created.or(p.first_seen).unwrap_or(self.from);
-            let day = chrono::DateTime::from_timestamp_millis(created).expect("valid").date_naive();
+            let day = chrono::DateTime::from_timestamp_millis(self.created_of(p)).expect("valid").date_naive();
             days.entry(day).or_default().push((uid, p));
         }
-        days.into_iter().map(|(d, pods)| (d, self.pods_batch(&pods))).collect()
+        days
+    }
+
+    fn created_of(&self, p: &Pod) -> i64 {
+        p.created.or(p.first_seen).unwrap_or(self.from)
+    }
+
+    /// GPU pods by the day they were created.
+    pub fn pods_by_day(&self) -> BTreeMap<NaiveDate, RecordBatch> {
+        self.gpu_pods_by_day().into_iter().map(|(d, pods)| (d, self.pods_batch(&pods))).collect()
+    }
+
+    /// A GPU pod's top-level workload (`domain::workload`).
+    fn workload_of(&self, p: &Pod) -> crate::domain::workload::Resolved {
+        let owner = p.owner.as_ref().map(|(k, n, _)| (k.as_str(), n.as_str()));
+        crate::domain::workload::resolve(&p.namespace, &p.pod, owner, &p.labels, &self.owner_series)
+    }
+
+    /// `pod_owners` and `pod_labels` of the GPU pods, by the day they were created.
+    pub fn owners_and_labels_by_day(&self) -> BTreeMap<NaiveDate, [RecordBatch; 2]> {
+        self.gpu_pods_by_day()
+            .into_iter()
+            .map(|(d, pods)| {
+                let mut owners = PodOwnersBuilder::new();
+                let mut labels = PodLabelsBuilder::new();
+                for (uid, p) in pods {
+                    let created = self.created_of(p);
+                    let w = self.workload_of(p);
+                    owners.push(&PodOwnerRow {
+                        created,
+                        namespace: &p.namespace,
+                        pod: &p.pod,
+                        uid,
+                        owner_kind: p.owner.as_ref().map(|(k, _, _)| k.as_str()),
+                        owner_name: p.owner.as_ref().map(|(_, n, _)| n.as_str()),
+                        chain: &w.chain,
+                        workload_kind: &w.kind,
+                        workload_name: &w.name,
+                        inferred: w.inferred,
+                    });
+                    for (source, map) in [("label", &p.labels), ("annotation", &p.annotations)] {
+                        for (key, value) in map {
+                            labels.push(&PodLabelRow { created, namespace: &p.namespace, pod: &p.pod, uid, source, key, value });
+                        }
+                    }
+                }
+                (d, [owners.finish(), labels.finish()])
+            })
+            .collect()
+    }
+
+    /// Of the GPU pods, how many had each hop inferred (`domain::workload`'s reasons), for the
+    /// run's log.
+    pub fn inferred_workloads(&self) -> BTreeMap<&'static str, usize> {
+        let mut out = BTreeMap::new();
+        for p in self.pods.values().filter(|p| Self::gpu_request(p).1 > 0) {
+            if let Some(why) = self.workload_of(p).inferred {
+                *out.entry(why).or_default() += 1;
+            }
+        }
+        out
     }
 
     fn pods_batch(&self, pods: &[(&String, &Pod)]) -> RecordBatch {

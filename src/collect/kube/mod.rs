@@ -13,11 +13,16 @@ use super::labels::{sane, LabelPick};
 use super::prometheus::Series;
 use crate::config::PrometheusConfig;
 use crate::domain::gpu_resource::GpuResource;
-use crate::lake::rows::{PendingBuilder, PendingRow, PodRow, PodsBuilder, QuotaRow, QuotasBuilder};
+use crate::domain::workload::OwnerSeries;
+use crate::lake::rows::{
+    PendingBuilder, PendingRow, PodLabelRow, PodLabelsBuilder, PodOwnerRow, PodOwnersBuilder, PodRow, PodsBuilder, QueueQuotaRow, QueueQuotasBuilder, QuotaRow,
+    QuotasBuilder,
+};
 use crate::lake::Table;
 
 mod batches;
 pub mod dra;
+mod queues;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum KubeMetric {
@@ -36,10 +41,28 @@ pub enum KubeMetric {
     KueuePending,
     NamespaceLabels,
     ResourceClaims,
+    Owner,
+    ReplicaSetOwner,
+    JobOwner,
+    DeploymentOwner,
+    Annotations,
+    RayClusterInfo,
+    // The schedulers' queues (`queues`): absent where the scheduler does not run.
+    KueueInfo,
+    KueueNominal,
+    KueueBorrowingLimit,
+    KueueUsage,
+    KueuePendingResources,
+    VolcanoDeserved,
+    VolcanoCapacity,
+    VolcanoAllocated,
+    VolcanoRequest,
+    KaiDeserved,
+    KaiAllocated,
 }
 
 impl KubeMetric {
-    pub const ALL: [KubeMetric; 15] = [
+    pub const ALL: [KubeMetric; 32] = [
         KubeMetric::Info,
         KubeMetric::Created,
         KubeMetric::Scheduled,
@@ -55,7 +78,29 @@ impl KubeMetric {
         KubeMetric::KueuePending,
         KubeMetric::NamespaceLabels,
         KubeMetric::ResourceClaims,
+        KubeMetric::Owner,
+        KubeMetric::ReplicaSetOwner,
+        KubeMetric::JobOwner,
+        KubeMetric::DeploymentOwner,
+        KubeMetric::Annotations,
+        KubeMetric::RayClusterInfo,
+        KubeMetric::KueueInfo,
+        KubeMetric::KueueNominal,
+        KubeMetric::KueueBorrowingLimit,
+        KubeMetric::KueueUsage,
+        KubeMetric::KueuePendingResources,
+        KubeMetric::VolcanoDeserved,
+        KubeMetric::VolcanoCapacity,
+        KubeMetric::VolcanoAllocated,
+        KubeMetric::VolcanoRequest,
+        KubeMetric::KaiDeserved,
+        KubeMetric::KaiAllocated,
     ];
+
+    /// One of the schedulers' queue series (`queues`).
+    pub fn is_queue(self) -> bool {
+        self == KubeMetric::KueueInfo || queues::gauge_of(self).is_some()
+    }
 
     /// The selector queried for this metric.
     pub fn selector(self, cfg: &PrometheusConfig) -> String {
@@ -80,6 +125,25 @@ impl KubeMetric {
             KubeMetric::NamespaceLabels => m.namespace_labels.clone(),
             // absent before kube-state-metrics 2.20 or without DRA: not a gap
             KubeMetric::ResourceClaims => m.pod_resourceclaim_info.clone(),
+            KubeMetric::Owner => m.pod_owner.clone(),
+            KubeMetric::ReplicaSetOwner => m.replicaset_owner.clone(),
+            KubeMetric::JobOwner => m.job_owner.clone(),
+            // absent before kube-state-metrics 2.18, without an allowlist, or without KubeRay's
+            // metrics: not gaps
+            KubeMetric::DeploymentOwner => m.deployment_owner.clone(),
+            KubeMetric::Annotations => m.pod_annotations.clone(),
+            KubeMetric::RayClusterInfo => m.kuberay_cluster_info.clone(),
+            KubeMetric::KueueInfo => m.kueue_cluster_queue_info.clone(),
+            KubeMetric::KueueNominal => format!("{}{{resource=~\"nvidia.com/.*\"}}", m.kueue_nominal_quota),
+            KubeMetric::KueueBorrowingLimit => format!("{}{{resource=~\"nvidia.com/.*\"}}", m.kueue_borrowing_limit),
+            KubeMetric::KueueUsage => format!("{}{{resource=~\"nvidia.com/.*\"}}", m.kueue_resource_usage),
+            KubeMetric::KueuePendingResources => format!("{}{{resource=~\"nvidia.com/.*\"}}", m.kueue_resource_pending),
+            KubeMetric::VolcanoDeserved => format!("{}{{resource=~\"nvidia.com/.*\"}}", m.volcano_deserved),
+            KubeMetric::VolcanoCapacity => format!("{}{{resource=~\"nvidia.com/.*\"}}", m.volcano_capacity),
+            KubeMetric::VolcanoAllocated => format!("{}{{resource=~\"nvidia.com/.*\"}}", m.volcano_allocated),
+            KubeMetric::VolcanoRequest => format!("{}{{resource=~\"nvidia.com/.*\"}}", m.volcano_request),
+            KubeMetric::KaiDeserved => m.kai_deserved_gpus.clone(),
+            KubeMetric::KaiAllocated => m.kai_allocated_gpus.clone(),
         }
     }
 }
@@ -107,6 +171,13 @@ struct Pod {
     /// Its devices through those claims, as the device plugin's resource and count
     /// ([`KubeState::set_dra`]).
     dra: Option<(String, i32)>,
+    /// Its controller ownerReference (`kube_pod_owner`), and whether it was the controller
+    /// (a pod with only other references takes the first of them).
+    owner: Option<(String, String, bool)>,
+    /// Its `kube_pod_labels` and `kube_pod_annotations` (kube-state-metrics' names, without
+    /// the `label_` / `annotation_` prefix), the latest value of each.
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
 }
 
 /// `nvidia_com_mig_3g_40gb` -> `nvidia.com/mig-3g.40gb`, `nvidia_com_gpu` -> `nvidia.com/gpu`.
@@ -149,6 +220,11 @@ pub struct KubeState {
     kueue: BTreeMap<(i64, String, String), f64>,
     /// (hour, namespace) -> (team, cost centre)
     namespace_labels: BTreeMap<(i64, String), (Option<String>, Option<String>)>,
+    /// The owner series above the pods (ReplicaSets', Jobs', Deployments', RayClusters').
+    owner_series: OwnerSeries,
+    /// The schedulers' queues per step (`queues`), and each Kueue ClusterQueue's cohort.
+    queues: BTreeMap<queues::QueueKey, queues::QueueCell>,
+    queue_cohorts: BTreeMap<String, String>,
 }
 
 fn secs_to_ms(v: f64) -> Option<i64> {
@@ -166,6 +242,9 @@ impl KubeState {
             capacity: BTreeMap::new(),
             kueue: BTreeMap::new(),
             namespace_labels: BTreeMap::new(),
+            owner_series: OwnerSeries::default(),
+            queues: BTreeMap::new(),
+            queue_cohorts: BTreeMap::new(),
         }
     }
 
@@ -193,6 +272,34 @@ impl KubeState {
                         self.namespace_labels.insert((hour, ns.to_string()), (team.clone(), cc.clone()));
                     }
                 }
+            }
+            return;
+        }
+        if let Some((id, map)) = match metric {
+            KubeMetric::ReplicaSetOwner => Some(("replicaset", &mut self.owner_series.replicaset)),
+            KubeMetric::JobOwner => Some(("job_name", &mut self.owner_series.job)),
+            KubeMetric::DeploymentOwner => Some(("deployment", &mut self.owner_series.deployment)),
+            _ => None,
+        } {
+            let ns_pick = LabelPick::workload(&["namespace".to_string()]);
+            for s in series {
+                let (Some(ns), Some(name)) = (ns_pick.get(&s.labels), s.labels.get(id)) else { continue };
+                let get = |k: &str| s.labels.get(k).map_or("", String::as_str);
+                // kube_deployment_owner has no owner_is_controller: its one reference is taken.
+                let controller = get("owner_is_controller") == "true" || metric == KubeMetric::DeploymentOwner;
+                OwnerSeries::add(map, (ns.to_string(), name.clone()), get("owner_kind"), get("owner_name"), controller);
+            }
+            return;
+        }
+        if metric.is_queue() {
+            self.add_queue(metric, series);
+            return;
+        }
+        if metric == KubeMetric::RayClusterInfo {
+            let ns_pick = LabelPick::workload(&["namespace".to_string()]);
+            for s in series {
+                let (Some(ns), Some(name), Some(kind)) = (ns_pick.get(&s.labels), s.labels.get("name"), s.labels.get("owner_kind")) else { continue };
+                self.owner_series.ray_cluster.insert((ns.to_string(), name.clone()), kind.clone());
             }
             return;
         }
@@ -297,6 +404,15 @@ impl KubeState {
                     if let Some(team) = cfg.labels.team.iter().find_map(|l| s.labels.get(l)).filter(|t| !t.is_empty()) {
                         pod.team = Some(team.clone());
                     }
+                    prefixed(&s.labels, "label_", &mut pod.labels);
+                }
+                KubeMetric::Annotations => prefixed(&s.labels, "annotation_", &mut pod.annotations),
+                KubeMetric::Owner => {
+                    let get = |k: &str| s.labels.get(k).map_or("", String::as_str);
+                    let (kind, name, controller) = (get("owner_kind"), get("owner_name"), get("owner_is_controller") == "true");
+                    if !kind.is_empty() && kind != "<none>" && (controller || pod.owner.is_none()) {
+                        pod.owner = Some((kind.to_string(), name.to_string(), controller));
+                    }
                 }
                 KubeMetric::ResourceClaims => {
                     if let Some(claim) = s.labels.get("resourceclaim_name").or_else(|| s.labels.get("claim_name")).filter(|c| !c.is_empty()) {
@@ -304,7 +420,15 @@ impl KubeState {
                         pod.claims.insert((claim.clone(), template));
                     }
                 }
-                KubeMetric::Quota | KubeMetric::NodeCapacity | KubeMetric::KueuePending | KubeMetric::NamespaceLabels => {}
+                KubeMetric::Quota
+                | KubeMetric::NodeCapacity
+                | KubeMetric::KueuePending
+                | KubeMetric::NamespaceLabels
+                | KubeMetric::ReplicaSetOwner
+                | KubeMetric::JobOwner
+                | KubeMetric::DeploymentOwner
+                | KubeMetric::RayClusterInfo => {}
+                _ => {}
             }
         }
     }
@@ -410,6 +534,16 @@ impl KubeState {
             }
         }
         out
+    }
+}
+
+/// The labels of `series` that begin with `prefix` (kube-state-metrics' `label_` or
+/// `annotation_`), without it, into `into` (empty values are no value).
+fn prefixed(series: &BTreeMap<String, String>, prefix: &str, into: &mut BTreeMap<String, String>) {
+    for (k, v) in series {
+        if let Some(key) = k.strip_prefix(prefix).filter(|_| !v.is_empty()) {
+            into.insert(key.to_string(), v.clone());
+        }
     }
 }
 

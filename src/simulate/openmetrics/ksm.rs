@@ -52,8 +52,13 @@ impl<W: Write> OmWriter<'_, W> {
                     // created_by_*: the controller ownerReference (kube_pod_owner's).
                     let (kind, owner) = owners[i].owner.as_ref().map_or(("", ""), |(k, n)| (*k, n.as_str()));
                     let mut before = labels.clone();
-                    write!(before, ",node=\"\",created_by_kind=\"{kind}\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}", esc(owner), p.priority.class_name())
-                        .expect("string write");
+                    write!(
+                        before,
+                        ",node=\"\",created_by_kind=\"{kind}\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}",
+                        esc(owner),
+                        p.priority.class_name()
+                    )
+                    .expect("string write");
                     write!(
                         labels,
                         ",node=\"{}\",created_by_kind=\"{kind}\",created_by_name=\"{}\",priority_class=\"{}\",{ksm}",
@@ -168,6 +173,7 @@ impl<W: Write> OmWriter<'_, W> {
             }
         }
         self.owner_families(&pods, &owners, ksm)?;
+        self.queue_families(&owners)?;
 
         self.family("kube_resourcequota", "Information about resource quota.")?;
         for (n, ns) in sim.namespaces.iter().enumerate() {

@@ -23,6 +23,7 @@ use crate::domain::dcgm_field::Field as Dcgm;
 mod dcgm;
 mod hami;
 mod ksm;
+pub mod queues;
 
 const DRIVER: &str = "550.54.15";
 const PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", "Unknown"];
