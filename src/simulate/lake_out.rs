@@ -15,7 +15,7 @@ use crate::domain::workload::OwnerSeries;
 use crate::lake::rows::with_cluster;
 use crate::lake::rows::{
     GpuSampleRow, GpuSamplesBuilder, NodeRow, NodesBuilder, PendingBuilder, PendingRow, PodLabelRow, PodLabelsBuilder, PodOwnerRow, PodOwnersBuilder, PodRow,
-    PodsBuilder, QuotaRow, QuotasBuilder,
+    PodsBuilder, QueueQuotaRow, QueueQuotasBuilder, QuotaRow, QuotasBuilder,
 };
 use crate::lake::{write_partition, Lake, Table, WriteError};
 use crate::progress::Progress;
@@ -57,6 +57,8 @@ impl LakeOutput<'_> {
     /// Writes every day of the window on `threads` threads.
     pub fn write_all(&self, threads: usize, progress: &Progress) -> Result<WriteStats, WriteError> {
         let days = self.days();
+        let owners = super::owners::all(self.namespaces, &self.schedule.pods, self.window);
+        let queues = super::owners::queue_usage(&self.schedule.pods, &owners, self.window, self.model.step_ms);
         let next = AtomicUsize::new(0);
         let stats = Mutex::new(WriteStats::default());
         let first_error: Mutex<Option<WriteError>> = Mutex::new(None);
@@ -68,7 +70,7 @@ impl LakeOutput<'_> {
                         break;
                     }
                     let (date, s, e) = days[i];
-                    match self.write_day(date, s, e) {
+                    match self.write_day(date, s, e, &queues) {
                         Ok(day) => {
                             let mut st = stats.lock().expect("lock");
                             st.files += day.files;
@@ -94,7 +96,7 @@ impl LakeOutput<'_> {
         Ok(stats)
     }
 
-    fn write_day(&self, date: NaiveDate, s: i64, e: i64) -> Result<WriteStats, WriteError> {
+    fn write_day(&self, date: NaiveDate, s: i64, e: i64, queues: &[Vec<i64>]) -> Result<WriteStats, WriteError> {
         let mut stats = WriteStats::default();
         let named = |b: RecordBatch| with_cluster(b, self.cluster_name);
         let gpu = named(self.gpu_samples(s, e));
@@ -106,7 +108,8 @@ impl LakeOutput<'_> {
         write_partition(self.lake, Table::Quotas, date, &named(self.quotas(s, e)))?;
         write_partition(self.lake, Table::Nodes, date, &named(self.nodes(s, e, &gpu)))?;
         write_partition(self.lake, Table::NamespaceLabels, date, &named(self.namespace_labels(s, e)))?;
-        stats.files = 5;
+        write_partition(self.lake, Table::QueueQuotas, date, &named(self.queue_quotas(s, e, queues)))?;
+        stats.files = 6;
         Ok(stats)
     }
 
@@ -275,6 +278,34 @@ impl LakeOutput<'_> {
                     rows_energy_j: e.rows_j,
                     counter_energy_j: e.counter_energy_j,
                     counter_delta_j: e.counter_delta_j,
+                });
+            }
+        }
+        rows.finish()
+    }
+
+    /// `queue_quotas` of steps `[s, e)`: each simulated queue's quota and GPUs in use (`usage`, by
+    /// step index of the window), as the collector reads the schedulers' series.
+    fn queue_quotas(&self, s: i64, e: i64, usage: &[Vec<i64>]) -> RecordBatch {
+        let step = self.model.step_ms;
+        let gpus = self.cluster.gpu_count();
+        let mut rows = QueueQuotasBuilder::new();
+        for ts in (s..e).step_by(step as usize) {
+            let k = ((ts - self.window.0) / step) as usize;
+            for (q, used) in super::owners::QUEUES.iter().zip(usage) {
+                let kueue = q.scheduler == "kueue";
+                rows.push(&QueueQuotaRow {
+                    ts,
+                    scheduler: q.scheduler,
+                    queue: q.name,
+                    cohort: kueue.then_some(super::owners::COHORT),
+                    flavor: kueue.then_some("default-flavor"),
+                    resource: "nvidia.com/gpu",
+                    nominal: Some(q.nominal(gpus)),
+                    borrowing_limit: kueue.then(|| q.limit(gpus)),
+                    capacity: (!kueue).then(|| q.limit(gpus)),
+                    allocated: Some(used[k] as f64),
+                    pending: None,
                 });
             }
         }

@@ -64,6 +64,39 @@ impl SimQueue {
     }
 }
 
+/// Each queue of [`QUEUES`]'s GPUs in use at each step of `window` (by step index): the GPUs
+/// requested by its pods (their queue labels) from the first step at or after they were bound to
+/// a node to the first step at or after they ended, as Kueue's admitted usage and Volcano's
+/// allocated count them.
+pub fn queue_usage(pods: &[SimPod], owners: &[Ownership], window: (i64, i64), step: i64) -> Vec<Vec<i64>> {
+    let (ws, we) = window;
+    let steps = ((we - ws) / step) as usize;
+    let mut deltas = vec![vec![0i64; steps + 1]; QUEUES.len()];
+    let index = |t: i64| ((t.clamp(ws, we) - ws + step - 1).div_euclid(step)) as usize;
+    for (p, o) in pods.iter().zip(owners) {
+        let Some(bound) = p.scheduled else { continue };
+        let Some(q) = QUEUES.iter().position(|q| o.labels.iter().any(|(k, v)| *k == q.label && v == q.name)) else { continue };
+        let (first, end) = (index(bound), index(p.finished.unwrap_or(we)));
+        if first < end {
+            deltas[q][first] += p.gpu_request as i64;
+            deltas[q][end] -= p.gpu_request as i64;
+        }
+    }
+    deltas
+        .into_iter()
+        .map(|d| {
+            let mut in_use = 0;
+            d[..steps]
+                .iter()
+                .map(|x| {
+                    in_use += x;
+                    in_use
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// A hop above the pod that kube-state-metrics exports as a series of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hop {

@@ -2,8 +2,8 @@
 //! (`kueue_cluster_queue_info`, and with `enableClusterQueueResources` their nominal quota,
 //! borrowing limit and admitted usage of `nvidia.com/gpu` per flavor) and Volcano's queue
 //! (`volcano_queue_{deserved,capacity,allocated}_scalar_resources`, in thousandths of a GPU).
-//! A queue's usage at a step is the GPUs requested by its pods bound then (the pods' queue
-//! labels, `simulate::owners`).
+//! A queue's usage at a step is the GPUs requested by its pods bound then
+//! (`simulate::owners::queue_usage`).
 
 use super::*;
 use crate::simulate::owners::{Ownership, SimQueue, COHORT, QUEUES};
@@ -16,19 +16,7 @@ impl<W: Write> OmWriter<'_, W> {
         let gpus = sim.cluster.gpu_count();
         let kueue = "instance=\"10.0.0.7:8443\",job=\"kueue-controller-manager\",replica_role=\"leader\"";
         let volcano = "instance=\"10.0.0.8:8080\",job=\"volcano-scheduler\"";
-        // Each queue's GPUs in use at each step: +request when a pod of it is bound, -request
-        // when it ends.
-        let mut deltas: Vec<BTreeMap<i64, i64>> = QUEUES.iter().map(|_| BTreeMap::new()).collect();
-        for (i, p) in sim.schedule.pods.iter().enumerate() {
-            let Some(bound) = p.scheduled else { continue };
-            let Some(q) = QUEUES.iter().position(|q| owners[i].labels.iter().any(|(k, v)| *k == q.label && v == q.name)) else { continue };
-            let first = ws + (bound.max(ws) - ws + step - 1).div_euclid(step) * step;
-            let end = p.finished.map_or(we, |f| ws + (f.min(we) - ws + step - 1).div_euclid(step) * step);
-            if first < end {
-                *deltas[q].entry(first).or_default() += p.gpu_request as i64;
-                *deltas[q].entry(end).or_default() -= p.gpu_request as i64;
-            }
-        }
+        let usage = crate::simulate::owners::queue_usage(&sim.schedule.pods, owners, (ws, we), step);
         let steps: Vec<i64> = (ws..we).step_by(step as usize).collect();
         self.family("kueue_cluster_queue_info", "Reports the cluster queue's cohort hierarchy")?;
         for q in QUEUES.iter().filter(|q| q.scheduler == "kueue") {
@@ -52,7 +40,7 @@ impl<W: Write> OmWriter<'_, W> {
         self.family("kueue_cluster_queue_resource_usage", "Reports the cluster queue's total resource usage")?;
         for (qi, q) in QUEUES.iter().enumerate().filter(|(_, q)| q.scheduler == "kueue") {
             let labels = format!("cohort=\"{COHORT}\",cluster_queue=\"{}\",flavor=\"default-flavor\",resource=\"nvidia.com/gpu\",{kueue}", q.name);
-            self.usage_samples("kueue_cluster_queue_resource_usage", &labels, &deltas[qi], &steps, 1)?;
+            self.usage_samples("kueue_cluster_queue_resource_usage", &labels, &usage[qi], &steps, 1)?;
         }
         for (family, what) in [
             ("volcano_queue_deserved_scalar_resources", "deserved"),
@@ -63,7 +51,7 @@ impl<W: Write> OmWriter<'_, W> {
             for (qi, q) in QUEUES.iter().enumerate().filter(|(_, q)| q.scheduler == "volcano") {
                 let labels = format!("queue_name=\"{}\",resource=\"nvidia.com/gpu\",{volcano}", q.name);
                 match what {
-                    "allocated" => self.usage_samples(family, &labels, &deltas[qi], &steps, 1000)?,
+                    "allocated" => self.usage_samples(family, &labels, &usage[qi], &steps, 1000)?,
                     _ => {
                         let v = if what == "deserved" { q.nominal(gpus) } else { q.limit(gpus) } * 1000.0;
                         for &ts in &steps {
@@ -76,14 +64,9 @@ impl<W: Write> OmWriter<'_, W> {
         Ok(())
     }
 
-    /// A queue's GPUs in use at each step (the running sum of `deltas`), times `scale`.
-    fn usage_samples(&mut self, family: &str, labels: &str, deltas: &BTreeMap<i64, i64>, steps: &[i64], scale: i64) -> io::Result<()> {
-        let mut in_use = 0;
-        let mut next = deltas.iter().peekable();
-        for &ts in steps {
-            while let Some((_, d)) = next.next_if(|(t, _)| **t <= ts) {
-                in_use += d;
-            }
+    /// A queue's GPUs in use at each step, times `scale`.
+    fn usage_samples(&mut self, family: &str, labels: &str, usage: &[i64], steps: &[i64], scale: i64) -> io::Result<()> {
+        for (&ts, &in_use) in steps.iter().zip(usage) {
             self.sample(family, labels, &format!("{}", in_use * scale), ts)?;
         }
         Ok(())
