@@ -1,5 +1,5 @@
 -- Every pod's running interval in the window [$1, $2), cut at UTC day boundaries: one row per
--- pod and day it ran, with its requests. Run once per chargeback and handed to
+-- pod and day it ran, with its requests (and its name, last). Run once per chargeback and handed to
 -- `queries/chargeback.sql` as the table `pod_run_days` (it is read there three times: the
 -- request-based GPU fallback, CPU and memory).
 -- `gpu_request` counts the pod's GPU resource: whole GPUs (`nvidia.com/gpu`) or MIG instances
@@ -11,6 +11,7 @@ WITH runs AS (
   SELECT
     COALESCE(CAST(p.cluster AS VARCHAR), 'default')                 AS cluster,
     CAST(p.namespace AS VARCHAR)                                    AS namespace,
+    p.pod                                                           AS pod,
     CAST(p.node AS VARCHAR)                                         AS node,
     CAST(p.gpu_resource AS VARCHAR)                                 AS gpu_resource,
     p.gpu_request,
@@ -29,7 +30,8 @@ WITH runs AS (
 SELECT
   r.cluster, r.namespace, r.node, r.gpu_resource, r.gpu_request, r.cpu_request, r.mem_request_bytes, r.gpu_share_pct, d.date,
   greatest(r.run_from, d.day_start) AS run_from,
-  least(r.run_to, d.day_end)        AS run_to
+  least(r.run_to, d.day_end)        AS run_to,
+  r.pod
 FROM runs r
 -- Only the window's days can meet a run (every run lies in [$1, $2)): the calendar spans the
 -- whole lake, and this join compares every run with every day it holds.

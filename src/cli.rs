@@ -279,8 +279,10 @@ pub struct ReportArgs {
     /// Write to this file instead of stdout.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Key the chargeback and FOCUS rows by namespace (and cluster), team, cost centre or cluster.
-    #[arg(long, value_enum, default_value = "namespace")]
+    /// Key the chargeback's rows: namespace (and cluster), team, cost-centre, cluster, or per
+    /// pod: workload, queue, cluster-queue, cohort, label:KEY, annotation:KEY (the chargeback
+    /// only; FOCUS takes namespace, team, cost-centre and cluster).
+    #[arg(long, default_value = "namespace")]
     pub by: crate::domain::charge_by::ChargeBy,
     /// With `--format table`: every column. Without it the table leaves out columns that are
     /// empty or zero in every row, and the chargeback shows the ones that matter (key, team,

@@ -5,10 +5,18 @@ use super::context::*;
 
 pub(super) async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
+    if args.by.is_per_pod() && args.kind != report::ReportKind::Chargeback {
+        return Err(UsageError(format!(
+            "report {} takes --by namespace, team, cost-centre or cluster; --by {} (a key of each pod) is taken by the chargeback so far",
+            args.kind.name(),
+            args.by
+        ))
+        .into());
+    }
     require_lake(&ctx.lake)?;
     refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;
     let session = ctx.session.build(&ctx.lake, &ctx.config).await?;
-    let (mut sections, incomplete) = report::build_checked(args.kind, args.by, &session, &ctx.queries, &ctx.config, &window).await?;
+    let (mut sections, incomplete) = report::build_checked(args.kind, &args.by, &session, &ctx.queries, &ctx.config, &window).await?;
     if args.format == Format::Table && !args.wide {
         sections = sections.iter().map(report::Report::for_terminal).collect();
     }

@@ -18,6 +18,11 @@ pub const UNALLOCATED: &str = "__unallocated__";
 /// it before and after, or kube-state-metrics reports the node's GPUs) but nobody measured it.
 /// Not a Kubernetes name (those have no `_`), so it never collides with a real namespace.
 pub const UNMEASURED: &str = "__unmeasured__";
+
+/// The row, in a chargeback by a key of each pod (`--by workload`, `label:KEY`, ...), of the
+/// GPU time, energy and money of pods with no value for the key: never dropped, never merged
+/// into `__unallocated__`.
+pub const UNATTRIBUTED: &str = "__unattributed__";
 /// The `gpu_model` of a GPU only kube-state-metrics reports (its node runs no DCGM exporter).
 pub const UNKNOWN_MODEL: &str = "unknown";
 /// The cluster a row with a null `cluster` belongs to (files from before the column): the

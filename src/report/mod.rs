@@ -160,13 +160,13 @@ pub async fn build(
     config: &crate::config::Config,
     window: &crate::domain::window::Window,
 ) -> Result<Vec<Report>> {
-    build_shared(kind, ChargeBy::Namespace, session, queries, config, window, &Shared::default()).await
+    build_shared(kind, &ChargeBy::Namespace, session, queries, config, window, &Shared::default()).await
 }
 
 /// As `build`, reusing what `shared` already computed for the same window.
 pub async fn build_shared(
     kind: ReportKind,
-    by: ChargeBy,
+    by: &ChargeBy,
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
@@ -188,7 +188,7 @@ pub async fn build_shared(
 
 async fn build_one(
     kind: ReportKind,
-    by: ChargeBy,
+    by: &ChargeBy,
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
@@ -207,7 +207,14 @@ async fn build_one(
         ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
         ReportKind::Events => vec![events::build(session, queries, window).await?],
         ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],
-        ReportKind::Chargeback => vec![shared.chargeback(session, queries, window).await?.to_report(config, by)],
+        ReportKind::Chargeback => {
+            let cb = shared.chargeback(session, queries, window).await?;
+            let attribution = match by.is_per_pod() {
+                true => Some(chargeback::attribute(session, queries, window, &cb, by).await?),
+                false => None,
+            };
+            vec![cb.to_report_by(config, by, attribution.as_ref())]
+        }
         ReportKind::ChargebackModels => vec![chargeback_models::build(&*shared.chargeback(session, queries, window).await?, config, window)],
         ReportKind::Focus => vec![focus::build(&*shared.chargeback(session, queries, window).await?, config, window, by)],
         ReportKind::Completeness => vec![shared.completeness(session, queries, config, window).await?.to_report()],
@@ -226,10 +233,10 @@ async fn summary_figures(
     incomplete: Option<String>,
 ) -> Result<summary::Figures> {
     let cb = shared.chargeback(session, queries, window).await?;
-    let mut sections = vec![cb.to_report(config, ChargeBy::Namespace)];
-    sections.extend(build_shared(ReportKind::Idle, ChargeBy::Namespace, session, queries, config, window, shared).await?);
-    sections.extend(build_shared(ReportKind::Queue, ChargeBy::Namespace, session, queries, config, window, shared).await?);
-    Ok(summary::Figures::from_reports(&window.label(), &sections, &cb.to_report(config, ChargeBy::Team), incomplete))
+    let mut sections = vec![cb.to_report(config, &ChargeBy::Namespace)];
+    sections.extend(build_shared(ReportKind::Idle, &ChargeBy::Namespace, session, queries, config, window, shared).await?);
+    sections.extend(build_shared(ReportKind::Queue, &ChargeBy::Namespace, session, queries, config, window, shared).await?);
+    Ok(summary::Figures::from_reports(&window.label(), &sections, &cb.to_report(config, &ChargeBy::Team), incomplete))
 }
 
 /// The previous window's figures, or None where the lake holds no sample of it.
@@ -254,7 +261,7 @@ async fn previous_summary_figures(
 /// falls short of `run.min_completeness_pct`; returns the sections and that reason.
 pub async fn build_checked(
     kind: ReportKind,
-    by: ChargeBy,
+    by: &ChargeBy,
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
     config: &crate::config::Config,
@@ -350,7 +357,7 @@ pub async fn write_month(
     for kind in build_order() {
         let t = std::time::Instant::now();
         let mut built =
-            build_shared(kind, ChargeBy::Namespace, session, queries, config, window, shared).await.with_context(|| format!("report {}", kind.name()))?;
+            build_shared(kind, &ChargeBy::Namespace, session, queries, config, window, shared).await.with_context(|| format!("report {}", kind.name()))?;
         let mut written = Vec::new();
         for r in &mut built {
             if let Some(reason) = &incomplete {

@@ -248,6 +248,77 @@ fn workloads_and_labels_agree_with_ledger(dir: &Path, cfg: &str, ledger: &Value)
     }
 }
 
+/// The chargeback by keys each pod has of its own (`--by workload`, `label:project`,
+/// `cluster-queue`, `queue`): every workload's GPU-hours against the simulator's ledger (a
+/// workload's pods may start and end a step off on each GPU), the project label's values across
+/// namespaces with the unlabelled pods as `__unattributed__`, and in every grouping the total
+/// line equal, to the unit, to the namespace chargeback's (nothing dropped, nothing made up).
+fn chargeback_by_pod_keys_agrees_with_ledger(dir: &Path, cfg: &str, ledger: &Value) {
+    let by = |key: &str| -> Value {
+        serde_json::from_str(&common::stdout(&common::run_ok(
+            dir,
+            &["--config", cfg, "report", "chargeback", "--from", FROM, "--to", TO, "--by", key, "--format", "json"],
+        )))
+        .unwrap()
+    };
+    let hours = |v: &Value| -> f64 { v.as_str().unwrap().parse().unwrap() };
+    let by_ns = chargeback_json(dir, cfg);
+    for key in ["workload", "label:project", "cluster-queue", "queue", "cohort"] {
+        let report = by(key);
+        for column in ["gpu_hours", "energy_kwh", "gpu_cost", "power_cost", "total_cost"] {
+            assert_eq!(report["total"][column], by_ns["total"][column], "--by {key}: total {column} as by namespace");
+        }
+        let note = report["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).find(|n| n.starts_with(&format!("by {key}:"))).unwrap();
+        assert!(note.contains("to the unit OK"), "--by {key}: {note}");
+        let unallocated = |r: &Value| r["rows"].as_array().unwrap().iter().find(|row| row["namespaces"] == "__unallocated__").map(|row| row["gpu_hours"].clone());
+        assert_eq!(unallocated(&report), by_ns["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == "__unallocated__").map(|r| r["gpu_hours"].clone()));
+    }
+    // Workloads: the ledger's keys are namespace/Kind/name; the report's Kind/name (a name in
+    // two namespaces is one row).
+    let report = by("workload");
+    let rows = report["rows"].as_array().unwrap();
+    let got: BTreeMap<String, f64> = rows.iter().map(|r| (r["workload"].as_str().unwrap().to_string(), hours(&r["gpu_hours"]))).collect();
+    let mut want: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for (k, v) in ledger["workloads"].as_object().unwrap() {
+        let (s, gpus) = (v["gpu_seconds"].number().unwrap(), v["gpus"].number().unwrap());
+        if s > 0.0 {
+            let e = want.entry(k.split_once('/').unwrap().1.to_string()).or_default();
+            *e = (e.0 + s / 3600.0, e.1 + gpus);
+        }
+    }
+    for (k, (w, gpus)) in &want {
+        let g = got.get(k).copied().unwrap_or_else(|| panic!("workload {k} has no row: {:?}", got.keys()));
+        assert!((g - w).abs() <= w * 0.005 + 2.0 * 30.0 / 3600.0 * gpus + 1e-4, "{k}: {g} GPU-h charged vs the ledger's {w}");
+    }
+    let extra: Vec<&String> = got.keys().filter(|k| !want.contains_key(*k) && !k.starts_with("__")).collect();
+    assert!(extra.is_empty(), "rows of workloads the ledger does not have: {extra:?}");
+    assert!(!got.contains_key("__unattributed__"), "every GPU pod has a workload (a bare pod is Pod/<name>)");
+    // The project label: `llm` across its two namespaces is one row naming both.
+    let report = by("label:project");
+    let rows = report["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["label_project"].is_string()), "the key column is named after the label");
+    let mut want: BTreeMap<String, f64> = ledger["labels"]["project"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.number().unwrap() / 3600.0)).collect();
+    let held: f64 =
+        ledger["namespaces"].as_object().unwrap().iter().filter(|(ns, _)| !ns.starts_with("__")).map(|(_, n)| n["gpu_seconds"].number().unwrap()).sum();
+    want.insert("__unattributed__".into(), held / 3600.0 - want.values().sum::<f64>());
+    for (k, w) in &want {
+        let row = rows.iter().find(|r| r["label_project"] == k.as_str()).unwrap_or_else(|| panic!("project {k} has no row"));
+        let g = hours(&row["gpu_hours"]);
+        eprintln!("chargeback by project {k:>16}: {g:.4} GPU-h vs ledger {w:.4} ({:+.3}%), namespaces {}", (g - w) / w * 100.0, row["namespaces"]);
+        assert!((g - w).abs() <= w * 0.005 + 1e-4, "project {k}: {g} GPU-h vs the ledger's {w}");
+    }
+    let llm = rows.iter().find(|r| r["label_project"] == "llm").unwrap()["namespaces"].as_str().unwrap().to_string();
+    assert!(llm.split(' ').count() >= 2, "project llm spans namespaces: {llm}");
+    // The Kueue ClusterQueues and the Volcano queue are rows of their own.
+    let names = |key: &str, column: &str| -> Vec<String> { by(key)["rows"].as_array().unwrap().iter().map(|r| r[column].as_str().unwrap().to_string()).collect() };
+    let cqs = names("cluster-queue", "cluster_queue");
+    for q in ["research-cq", "training-cq", "__unattributed__"] {
+        assert!(cqs.iter().any(|c| c == q), "{q} among {cqs:?}");
+    }
+    assert!(names("queue", "queue").iter().any(|q| q == "batch-q"), "the Volcano queue is a queue");
+    assert!(names("cohort", "cohort").iter().any(|q| q == "gpu-pool"), "the ClusterQueues' cohort");
+}
+
 /// The schedulers' queues as collected (`queue_quotas`) against the simulator's: each Kueue
 /// ClusterQueue's cohort, nominal quota and borrowing limit, the Volcano queue's deserved share
 /// and capability (exported in thousandths) at every step of the day, in GPUs; and the GPU time
@@ -1285,6 +1356,7 @@ fn collect_from_a_real_prometheus() {
     assert!(one("SELECT count(*) FROM pods WHERE termination_reason = 'OOMKilled'") > 0, "OOM kills from last_terminated_reason");
     workloads_and_labels_agree_with_ledger(dir, "a.toml", &ledger);
     queues_agree_with_ledger(dir, "a.toml", &ledger);
+    chargeback_by_pod_keys_agrees_with_ledger(dir, "a.toml", &ledger);
     let tree_a = lake_tree(&dir.join("lake-a"));
 
     // 2. An overlapping second collect changes nothing.

@@ -18,6 +18,11 @@ fn shape(detail: impl Into<String>) -> ReportError {
     ReportError::Shape { report: R, detail: detail.into() }
 }
 
+/// A DECIMAL money value of the SQL in raw units (`MONEY_SCALE`).
+pub(super) fn decode_money(v: (i128, u32)) -> Result<i128> {
+    raw(v)
+}
+
 fn raw(v: (i128, u32)) -> Result<i128> {
     if v.1 > MONEY_SCALE {
         return Err(shape(format!("money at scale {} (expected at most {MONEY_SCALE})", v.1)));
@@ -37,7 +42,7 @@ const PRICE_BATCH_ROWS: usize = 1_000_000;
 /// Step 1's pricing of gathered bucket rows: `chargeback_grain.sql` and `cluster_totals.sql`
 /// over them as the table `gpu_buckets`; the priced rows, their schema and the (GPU-us, mJ,
 /// rows) totals.
-async fn price_buckets(
+pub(super) async fn price_buckets(
     ctx: &SessionContext,
     queries: &Queries,
     window: &Window,

@@ -12,25 +12,39 @@ use crate::domain::money::{apportion, format_units, round_ratio};
 use crate::report::render::{Cell, Report};
 
 impl Chargeback {
-    pub fn to_report(&self, config: &Config, by: ChargeBy) -> Report {
+    pub fn to_report(&self, config: &Config, by: &ChargeBy) -> Report {
+        self.to_report_by(config, by, None)
+    }
+
+    /// The chargeback keyed by `by`; a key of each pod (`ChargeBy::is_per_pod`) needs the
+    /// namespaces split between their pods' keys (`attribution`), else every namespace is
+    /// `__unattributed__`.
+    pub fn to_report_by(&self, config: &Config, by: &ChargeBy, attribution: Option<&Attribution>) -> Report {
         let basis = config.pricing.basis;
         let namespaces = self.namespaces(config);
         // Group (after the spread, which is defined per cluster and namespace). By namespace the
         // key is the namespace and its cluster (sorted by namespace, then cluster).
         let mut groups: BTreeMap<(String, String), (Owner, Quantities, i128, Vec<String>)> = BTreeMap::new();
         for r in &namespaces {
-            let key = match by {
-                ChargeBy::Namespace => (r.namespace.clone(), r.cluster.clone()),
-                ChargeBy::Cluster => (r.cluster.clone(), String::new()),
-                _ if r.namespace == UNALLOCATED || r.namespace == UNMEASURED => (r.namespace.clone(), String::new()),
-                ChargeBy::Team => (r.owner.team.clone().unwrap_or_else(|| UNASSIGNED.into()), String::new()),
-                ChargeBy::CostCentre => (r.owner.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()), String::new()),
+            let special = r.namespace == UNALLOCATED || r.namespace == UNMEASURED;
+            let parts: Vec<((String, String), Quantities, i128)> = match by {
+                ChargeBy::Namespace => vec![((r.namespace.clone(), r.cluster.clone()), r.q.clone(), r.spread)],
+                ChargeBy::Cluster => vec![((r.cluster.clone(), String::new()), r.q.clone(), r.spread)],
+                _ if special => vec![((r.namespace.clone(), String::new()), r.q.clone(), r.spread)],
+                ChargeBy::Team => vec![((r.owner.team.clone().unwrap_or_else(|| UNASSIGNED.into()), String::new()), r.q.clone(), r.spread)],
+                ChargeBy::CostCentre => vec![((r.owner.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()), String::new()), r.q.clone(), r.spread)],
+                _ => match attribution {
+                    Some(a) => a.parts(r, basis).into_iter().map(|(k, q, s)| ((k, String::new()), q, s)).collect(),
+                    None => vec![((UNATTRIBUTED.to_string(), String::new()), r.q.clone(), r.spread)],
+                },
             };
-            let g = groups.entry(key).or_insert_with(|| (r.owner.clone(), Quantities::default(), 0, Vec::new()));
-            g.1.add(&r.q);
-            g.2 += r.spread;
-            if !g.3.contains(&r.namespace) {
-                g.3.push(r.namespace.clone());
+            for (key, q, spread) in parts {
+                let g = groups.entry(key).or_insert_with(|| (r.owner.clone(), Quantities::default(), 0, Vec::new()));
+                g.1.add(&q);
+                g.2 += spread;
+                if !g.3.contains(&r.namespace) {
+                    g.3.push(r.namespace.clone());
+                }
             }
         }
         let keys: Vec<&(String, String)> = groups.keys().collect();
@@ -83,7 +97,7 @@ impl Chargeback {
                 Cell::Str(if q.request_based_gpu_us > 0 { "yes" } else { "no" }.into()),
                 dec(req_h[i], 4),
             ]);
-            if by == ChargeBy::Namespace {
+            if *by == ChargeBy::Namespace {
                 row.push(Cell::Str(key.1.clone()));
             }
             rows.push(row);
@@ -111,11 +125,11 @@ impl Chargeback {
             Cell::Str(if req_total > 0 { "yes" } else { "no" }.into()),
             dec(req_total, 4),
         ]);
-        if by == ChargeBy::Namespace {
+        if *by == ChargeBy::Namespace {
             total_row.push(Cell::Null);
         }
 
-        let mut columns = vec![by.column().to_string()];
+        let mut columns = vec![by.column()];
         match by {
             ChargeBy::Namespace => columns.extend(["team", "cost_centre"].map(String::from)),
             _ => columns.push("namespaces".into()),
@@ -140,18 +154,24 @@ impl Chargeback {
             .map(String::from),
         );
         // The cluster of each namespace row: last, so the columns before keep their places.
-        if by == ChargeBy::Namespace {
+        if *by == ChargeBy::Namespace {
             columns.push("cluster".into());
         }
 
-        let notes = self.notes(config, &namespaces, hours_total, kwh_total, total_total, req_total);
+        let mut notes = self.notes(config, &namespaces, hours_total, kwh_total, total_total, req_total);
+        if by.is_per_pod() {
+            // The rows by key against the namespaces they were split from, to the unit.
+            let (mut keyed, mut whole) = (Quantities::default(), Quantities::default());
+            vals.iter().for_each(|(_, q, _, _)| keyed.add(q));
+            namespaces.iter().for_each(|r| whole.add(&r.q));
+            let spread_kept = vals.iter().map(|(_, _, s, _)| s).sum::<i128>() == namespaces.iter().map(|r| r.spread).sum::<i128>();
+            notes.push(attribution_note(by, attribution, keyed == whole && spread_kept));
+        }
         Report {
             name: R.into(),
             title: match by {
                 ChargeBy::Namespace => format!("GPU chargeback {}", self.window.label()),
-                ChargeBy::Team => format!("GPU chargeback by team {}", self.window.label()),
-                ChargeBy::CostCentre => format!("GPU chargeback by cost centre {}", self.window.label()),
-                ChargeBy::Cluster => format!("GPU chargeback by cluster {}", self.window.label()),
+                _ => format!("GPU chargeback by {} {}", by.words(), self.window.label()),
             },
             columns,
             rows,
@@ -310,4 +330,22 @@ fn avg_util(util_gpu_us: i128, known_gpu_us: i128) -> Cell {
     } else {
         Cell::Null
     }
+}
+
+/// How a chargeback by a key of each pod was split, for its notes.
+fn attribution_note(by: &ChargeBy, attribution: Option<&Attribution>, adds_up: bool) -> String {
+    let Some(a) = attribution else {
+        return format!("by {by}: no pod's value was read, so every namespace's row is {UNATTRIBUTED}");
+    };
+    let mut note = format!(
+        "by {by}: rows sum to the namespaces' to the unit {}; each namespace's rows split between its pods' values ({} pods with one, {} without: {UNATTRIBUTED}); GPU time a sample measured is its pod's, priced as the namespace's; GPU time charged by request, CPU and memory follow the pods' requests that day; the namespaces' spread follows their keys' costs",
+        if adds_up { "OK" } else { "MISMATCH" },
+        a.pods_keyed,
+        a.pods_unkeyed
+    );
+    if !a.inferred.is_empty() {
+        let hops: Vec<String> = a.inferred.iter().map(|(why, n)| format!("{n} by {why}")).collect();
+        note.push_str(&format!("; workloads inferred: {}", hops.join("; ")));
+    }
+    note
 }

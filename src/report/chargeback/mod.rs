@@ -8,9 +8,10 @@
 //! agree to the unit.
 //!
 //! `model` holds the types, `compute` runs the queries (step 1 a week at a time), `tariff_classes`
-//! merges step 1's buckets a day's tariff prices alike, `allocate` spreads the idle and shared rows, `layout` turns the result into a report.
+//! merges step 1's buckets a day's tariff prices alike, `allocate` spreads the idle and shared rows, `attribution` splits a namespace's rows between its pods' keys (`--by workload`, ...), `layout` turns the result into a report.
 
 mod allocate;
+mod attribution;
 mod compute;
 mod consts;
 mod layout;
@@ -18,7 +19,8 @@ mod model;
 mod tariff_classes;
 
 pub use crate::domain::charge_by::ChargeBy;
-pub use crate::domain::units::{MJ_PER_KWH, UNALLOCATED, UNMEASURED, US_PER_HOUR};
+pub use crate::domain::units::{MJ_PER_KWH, UNALLOCATED, UNATTRIBUTED, UNMEASURED, US_PER_HOUR};
+pub use attribution::{compute as attribute, Attribution};
 pub use compute::compute;
 pub use consts::{MONEY_SCALE, POD_RUN_DAYS, RAW_PER_UNIT, STAGED, STEP2_PARTS, UNASSIGNED};
 pub use model::{Chargeback, CounterCheck, DetailRow, NamespaceCharge, Owner, Quantities, COUNTER_WORST};
