@@ -34,8 +34,11 @@ pub fn split(amount: i128, weights: &[i128]) -> Vec<i128> {
     let sum: i128 = weights.iter().sum();
     assert!(sum > 0, "split needs a positive weight");
     let (q, r) = (amount.div_euclid(sum), amount.rem_euclid(sum));
-    let mut parts: Vec<i128> = weights.iter().map(|w| q * w + (r * w) / sum).collect();
-    let remainders: Vec<(i128, usize)> = weights.iter().enumerate().map(|(i, w)| ((r * w) % sum, i)).collect();
+    // Overflow would make the parts nonsense (and the remainder loop endless): it is a bug in
+    // the caller's weights, so it stops here.
+    let rw = |w: &i128| r.checked_mul(*w).expect("split: weights too large for i128 (scale them down)");
+    let mut parts: Vec<i128> = weights.iter().map(|w| q * w + rw(w) / sum).collect();
+    let remainders: Vec<(i128, usize)> = weights.iter().enumerate().map(|(i, w)| (rw(w) % sum, i)).collect();
     let short = amount - parts.iter().sum::<i128>();
     largest_remainder(&mut parts, remainders, short);
     parts

@@ -270,8 +270,12 @@ fn chargeback_by_pod_keys_agrees_with_ledger(dir: &Path, cfg: &str, ledger: &Val
         }
         let note = report["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).find(|n| n.starts_with(&format!("by {key}:"))).unwrap();
         assert!(note.contains("to the unit OK"), "--by {key}: {note}");
-        let unallocated = |r: &Value| r["rows"].as_array().unwrap().iter().find(|row| row["namespaces"] == "__unallocated__").map(|row| row["gpu_hours"].clone());
-        assert_eq!(unallocated(&report), by_ns["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == "__unallocated__").map(|r| r["gpu_hours"].clone()));
+        let unallocated =
+            |r: &Value| r["rows"].as_array().unwrap().iter().find(|row| row["namespaces"] == "__unallocated__").map(|row| row["gpu_hours"].clone());
+        assert_eq!(
+            unallocated(&report),
+            by_ns["rows"].as_array().unwrap().iter().find(|r| r["namespace"] == "__unallocated__").map(|r| r["gpu_hours"].clone())
+        );
     }
     // Workloads: the ledger's keys are namespace/Kind/name; the report's Kind/name (a name in
     // two namespaces is one row).
@@ -297,7 +301,8 @@ fn chargeback_by_pod_keys_agrees_with_ledger(dir: &Path, cfg: &str, ledger: &Val
     let report = by("label:project");
     let rows = report["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["label_project"].is_string()), "the key column is named after the label");
-    let mut want: BTreeMap<String, f64> = ledger["labels"]["project"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.number().unwrap() / 3600.0)).collect();
+    let mut want: BTreeMap<String, f64> =
+        ledger["labels"]["project"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.number().unwrap() / 3600.0)).collect();
     let held: f64 =
         ledger["namespaces"].as_object().unwrap().iter().filter(|(ns, _)| !ns.starts_with("__")).map(|(_, n)| n["gpu_seconds"].number().unwrap()).sum();
     want.insert("__unattributed__".into(), held / 3600.0 - want.values().sum::<f64>());
@@ -310,7 +315,8 @@ fn chargeback_by_pod_keys_agrees_with_ledger(dir: &Path, cfg: &str, ledger: &Val
     let llm = rows.iter().find(|r| r["label_project"] == "llm").unwrap()["namespaces"].as_str().unwrap().to_string();
     assert!(llm.split(' ').count() >= 2, "project llm spans namespaces: {llm}");
     // The Kueue ClusterQueues and the Volcano queue are rows of their own.
-    let names = |key: &str, column: &str| -> Vec<String> { by(key)["rows"].as_array().unwrap().iter().map(|r| r[column].as_str().unwrap().to_string()).collect() };
+    let names =
+        |key: &str, column: &str| -> Vec<String> { by(key)["rows"].as_array().unwrap().iter().map(|r| r[column].as_str().unwrap().to_string()).collect() };
     let cqs = names("cluster-queue", "cluster_queue");
     for q in ["research-cq", "training-cq", "__unattributed__"] {
         assert!(cqs.iter().any(|c| c == q), "{q} among {cqs:?}");

@@ -562,3 +562,52 @@ fn request_based_fallback_for_a_node_without_pod_mapping() {
     }
     assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("request-based")));
 }
+
+/// The chargeback by workload on a month with CPU and memory prices (one change mid-month), the
+/// idle cost spread proportionally and a shared namespace spread onto the others: every column
+/// of the total line equals the namespace chargeback's to the cent; each workload's CPU and
+/// memory cost is its own pods' requests x running time x the price of the day (the
+/// simulator's pods, independently), and every namespace's rows by workload add up to it.
+#[test]
+fn chargeback_by_workload_keeps_every_cent_and_charges_each_workload_its_requests() {
+    let m = month();
+    let cfg = write_config(
+        m.dir.path(),
+        "by-workload.toml",
+        "[pricing]\nidle_policy = \"proportional\"\nshared_namespaces = [\"team-inference\"]\nshared_policy = \"proportional\"\n\
+         [[pricing.cpu]]\nprice_per_hour = 0.04\neffective_from = \"2026-01-01\"\n[[pricing.cpu]]\nprice_per_hour = 0.05\neffective_from = \"2026-10-16\"\n\
+         [[pricing.memory]]\nprice_per_hour = 0.005\neffective_from = \"2026-01-01\"\n",
+    );
+    let by_ns = chargeback(&cfg, &[]);
+    let by_workload = chargeback(&cfg, &["--by", "workload"]);
+    for column in ["gpu_hours", "energy_kwh", "power_cost", "gpu_cost", "cpu_cost", "memory_cost", "cloud_cost", "idle_cost", "total_cost"] {
+        assert_eq!(by_workload["total"][column], by_ns["total"][column], "total {column}");
+    }
+    let rows = rows_by(&by_workload, "workload");
+    let (ws, we) = m.sim.params.window_ms();
+    let owners = gpuledger::simulate::owners::all(&m.sim.namespaces, &m.sim.schedule.pods, (ws, we));
+    let change = chrono::Utc.with_ymd_and_hms(2026, 10, 16, 0, 0, 0).unwrap().timestamp_millis();
+    let mut want: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for (pod, owner) in m.sim.schedule.pods.iter().zip(&owners) {
+        let Some(start) = pod.started else { continue };
+        let (s, e) = (start.max(ws), pod.finished.unwrap_or(we).min(we));
+        if s >= e {
+            continue;
+        }
+        let h = |a: i64, b: i64| (b.min(e) - a.max(s)).max(0) as f64 / 3.6e6;
+        let w = want.entry(owner.workload_key()).or_default();
+        w.0 += pod.cpu_request * (h(s, change) * 0.04 + h(change, e) * 0.05);
+        w.1 += pod.mem_request_bytes as f64 / 1073741824.0 * h(s, e) * 0.005;
+    }
+    for (workload, (cpu, mem)) in &want {
+        let row = rows.get(workload).unwrap_or_else(|| panic!("{workload} has no row"));
+        assert!((num(&row["cpu_cost"]) - cpu).abs() <= cpu * 0.001 + 0.011, "{workload}: CPU cost {} vs {cpu}", row["cpu_cost"]);
+        assert!((num(&row["memory_cost"]) - mem).abs() <= mem * 0.001 + 0.011, "{workload}: memory cost {} vs {mem}", row["memory_cost"]);
+    }
+    // The shared namespace's and the idle cost moved onto workloads, none lost.
+    let idle: f64 = rows.values().map(|r| num(&r["idle_cost"])).sum();
+    assert!(idle.abs() < 0.5, "the spread moves cost between rows, {idle} in all");
+    assert!(rows.values().any(|r| num(&r["idle_cost"]) > 1.0), "workloads carry a share of the idle and shared cost");
+    let note = by_workload["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).find(|n| n.starts_with("by workload:")).unwrap();
+    assert!(note.contains("to the unit OK"), "{note}");
+}

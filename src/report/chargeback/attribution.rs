@@ -21,7 +21,7 @@ use arrow::datatypes::{DataType, Int64Type};
 use datafusion::prelude::SessionContext;
 
 use super::compute::{decode_money, price_buckets};
-use super::consts::R;
+use super::consts::{R, RAW_PER_UNIT};
 use super::model::{Chargeback, NamespaceCharge, Quantities};
 use crate::config::CostBasis;
 use crate::domain::charge_by::ChargeBy;
@@ -77,7 +77,8 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, c
     let mut keys: HashMap<(String, String, String), String> = HashMap::new();
     let mut inferred_of: HashMap<(String, String, String), String> = HashMap::new();
     for b in &run_query(ctx, "pod_keys", &queries.get("pod_keys")?, params).await? {
-        let (c, ns, pod, value, inferred) = (strs(R, b, "cluster")?, strs(R, b, "namespace")?, strs(R, b, "pod")?, strs(R, b, "value")?, strs(R, b, "inferred")?);
+        let (c, ns, pod, value, inferred) =
+            (strs(R, b, "cluster")?, strs(R, b, "namespace")?, strs(R, b, "pod")?, strs(R, b, "value")?, strs(R, b, "inferred")?);
         for i in 0..b.num_rows() {
             if let (Some(c), Some(ns), Some(pod), Some(v)) = (c[i].clone(), ns[i].clone(), pod[i].clone(), value[i].clone()) {
                 if let Some(why) = inferred[i].clone() {
@@ -110,11 +111,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, c
             let ms = i128::from((t - f).max(0));
             // Requests in thousandths (of a GPU, a core, a GiB) x ms: integers, exact enough to weigh.
             let milli = |v: f64| (v * 1000.0).round().max(0.0) as i128;
-            let w = [
-                milli(gpu[i].unwrap_or(0.0)) * ms,
-                milli(cpu[i].unwrap_or(0.0)) * ms,
-                milli(mem[i].unwrap_or(0) as f64 / 1_073_741_824.0) * ms,
-            ];
+            let w = [milli(gpu[i].unwrap_or(0.0)) * ms, milli(cpu[i].unwrap_or(0.0)) * ms, milli(mem[i].unwrap_or(0) as f64 / 1_073_741_824.0) * ms];
             let k = key_of(&mut seen, c, ns, pod);
             let e = requests.entry((c.to_string(), ns.to_string(), date)).or_default().entry(k).or_default();
             for j in 0..3 {
@@ -199,9 +196,11 @@ async fn measured_parts(
     let (_, priced, _) = price_buckets(ctx, queries, window, batches, threads).await?;
     let mut out: BTreeMap<MeasuredAt, BTreeMap<String, Quantities>> = BTreeMap::new();
     for b in &priced {
-        let (c, ns, model, profile, date) = (strs(R, b, "cluster")?, strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, strs(R, b, "date")?);
+        let (c, ns, model, profile, date) =
+            (strs(R, b, "cluster")?, strs(R, b, "namespace")?, strs(R, b, "gpu_model")?, strs(R, b, "mig_profile")?, strs(R, b, "date")?);
         let int = |name| ints(R, b, name);
-        let (gpu_us, energy, util, util_known, unpriced) = (int("gpu_us")?, int("energy_mj")?, int("util_gpu_us")?, int("util_known_gpu_us")?, int("unpriced_gpu_us")?);
+        let (gpu_us, energy, util, util_known, unpriced) =
+            (int("gpu_us")?, int("energy_mj")?, int("util_gpu_us")?, int("util_known_gpu_us")?, int("unpriced_gpu_us")?);
         let dec = |name| decimals(R, b, name);
         let (gpu_cost, power, carbon) = (dec("gpu_cost_us")?, dec("power_cost_mj")?, dec("carbon_mg")?);
         for i in 0..b.num_rows() {
@@ -316,7 +315,8 @@ impl Attribution {
         let Some(parts) = self.per_namespace.get(&(r.cluster.clone(), r.namespace.clone())).filter(|p| !p.is_empty()) else {
             return vec![(UNATTRIBUTED.to_string(), r.q.clone(), r.spread)];
         };
-        let mut weights: Vec<i128> = parts.values().map(|q| q.basis_cost(basis).max(0)).collect();
+        // In cents: `split` needs weights whose products with a remainder fit in i128.
+        let mut weights: Vec<i128> = parts.values().map(|q| q.basis_cost(basis).max(0) / (RAW_PER_UNIT / 100)).collect();
         if weights.iter().sum::<i128>() == 0 {
             weights = parts.values().map(|q| i128::from(q.gpu_us.max(0))).collect();
         }
@@ -352,11 +352,17 @@ mod tests {
     #[test]
     fn a_spread_follows_the_keys_costs() {
         let mut a = Attribution::default();
-        let part = |cost: i128| Quantities { gpu_cost: cost, gpu_us: 1, ..Quantities::default() };
+        let part = |cents: i128| Quantities { gpu_cost: cents * RAW_PER_UNIT / 100, gpu_us: 1, ..Quantities::default() };
         a.per_namespace.insert(("c".into(), "ns".into()), BTreeMap::from([("x".to_string(), part(3)), ("y".to_string(), part(1))]));
         let r = NamespaceCharge { cluster: "c".into(), namespace: "ns".into(), owner: Default::default(), q: part(4), spread: -101 };
         let parts = a.parts(&r, CostBasis::Cloud);
         assert_eq!(vec![-76, -25], parts.iter().map(|p| p.2).collect::<Vec<_>>());
+        // A month's money in raw units (1e21 a unit) spreads exactly, without overflow.
+        let big = |units: i128| Quantities { gpu_cost: units * RAW_PER_UNIT + 7, gpu_us: 1, ..Quantities::default() };
+        a.per_namespace.insert(("c".into(), "big".into()), BTreeMap::from([("x".to_string(), big(900_000)), ("y".to_string(), big(1_234_567))]));
+        let heavy = NamespaceCharge { namespace: "big".into(), spread: -(250_000 * RAW_PER_UNIT + 3), ..r.clone() };
+        let parts = a.parts(&heavy, CostBasis::Cloud);
+        assert_eq!(heavy.spread, parts.iter().map(|p| p.2).sum::<i128>());
         let other = NamespaceCharge { namespace: "none".into(), ..r };
         assert_eq!(UNATTRIBUTED, a.parts(&other, CostBasis::Cloud)[0].0);
     }
