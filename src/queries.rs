@@ -31,6 +31,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("idle_zombie", include_str!("../queries/idle_zombie.sql")),
     ("quota_use", include_str!("../queries/quota_use.sql")),
     ("quota_limits", include_str!("../queries/quota_limits.sql")),
+    ("queue_quota_steps", include_str!("../queries/queue_quota_steps.sql")),
     ("daily_pool", include_str!("../queries/daily_pool.sql")),
     ("plan_pods", include_str!("../queries/plan_pods.sql")),
     ("plan_pool", include_str!("../queries/plan_pool.sql")),

@@ -17,6 +17,7 @@ pub mod inventory;
 pub mod pdf;
 pub mod pool_days;
 pub mod queue;
+pub mod queue_quota;
 pub mod quota;
 pub mod render;
 pub mod rolled;
@@ -203,7 +204,11 @@ async fn build_one(
         }
         ReportKind::Idle => idle::build(session, queries, config, window).await?,
         ReportKind::Queue => queue::build(session, queries, window).await?,
-        ReportKind::Quota => vec![quota::build(session, queries, config, window).await?],
+        ReportKind::Quota => {
+            let mut sections = vec![quota::build(session, queries, config, window).await?];
+            sections.extend(queue_quota::build(session, queries, window).await?);
+            sections
+        }
         ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
         ReportKind::Events => vec![events::build(session, queries, window).await?],
         ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],

@@ -76,6 +76,15 @@ pub struct QueueLedger {
     pub admitted_gpu_seconds: f64,
     /// The GPUs its pods requested, over the pods admitted in the window.
     pub gpus: u64,
+    /// GPU time admitted above its nominal quota (borrowed from its cohort, or over its
+    /// deserved share), exact (not on the step grid).
+    #[serde(default)]
+    pub borrowed_gpu_seconds: f64,
+    /// A cohort member's unused nominal quota that others of its cohort borrowed at the same
+    /// time (each member's unused part in proportion, at most what was borrowed); 0 without a
+    /// cohort.
+    #[serde(default)]
+    pub lent_gpu_seconds: f64,
 }
 
 /// A top-level workload's truth.
@@ -288,26 +297,54 @@ pub fn compute(
     }
 }
 
-/// Each simulated queue's quota and admitted GPU time over `window`.
+/// Each simulated queue's quota, admitted GPU time, and what it borrowed and lent over `window`.
 fn queue_ledger(gpus: usize, schedule: &Schedule, owners: &[Ownership], window: (i64, i64)) -> BTreeMap<String, QueueLedger> {
     let (ws, we) = window;
-    let mut out = BTreeMap::new();
-    for q in &super::owners::QUEUES {
-        let mut l = QueueLedger { scheduler: q.scheduler.into(), nominal_gpus: q.nominal(gpus), limit_gpus: q.limit(gpus), ..QueueLedger::default() };
-        for (p, o) in schedule.pods.iter().zip(owners) {
-            let Some(bound) = p.scheduled else { continue };
-            if !o.labels.iter().any(|(k, v)| *k == q.label && v == q.name) {
-                continue;
-            }
-            let (a, b) = (bound.max(ws), p.finished.unwrap_or(we).min(we));
-            if a < b {
-                l.admitted_gpu_seconds += (b - a) as f64 / 1000.0 * p.gpu_request as f64;
-                l.gpus += p.gpu_request as u64;
-            }
+    let queues = &super::owners::QUEUES;
+    let mut out: Vec<QueueLedger> = queues
+        .iter()
+        .map(|q| QueueLedger { scheduler: q.scheduler.into(), nominal_gpus: q.nominal(gpus), limit_gpus: q.limit(gpus), ..QueueLedger::default() })
+        .collect();
+    // (instant, queue, GPUs in use added) at each pod's admission and end.
+    let mut events: Vec<(i64, usize, f64)> = Vec::new();
+    for (p, o) in schedule.pods.iter().zip(owners) {
+        let Some(bound) = p.scheduled else { continue };
+        let Some(qi) = queues.iter().position(|q| o.labels.iter().any(|(k, v)| *k == q.label && v == q.name)) else { continue };
+        let (a, b) = (bound.max(ws), p.finished.unwrap_or(we).min(we));
+        if a < b {
+            out[qi].admitted_gpu_seconds += (b - a) as f64 / 1000.0 * p.gpu_request as f64;
+            out[qi].gpus += p.gpu_request as u64;
+            events.push((a, qi, p.gpu_request as f64));
+            events.push((b, qi, -(p.gpu_request as f64)));
         }
-        out.insert(q.name.to_string(), l);
     }
-    out
+    // Between events every queue's use is constant: borrowed is use above nominal; a cohort
+    // member lends its unused nominal in proportion to what the cohort borrowed then.
+    events.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.cmp(&y.1)));
+    let mut in_use = vec![0.0f64; queues.len()];
+    let mut at = ws;
+    for (t, qi, d) in events {
+        let dt = (t - at) as f64 / 1000.0;
+        if dt > 0.0 {
+            let (mut borrowed, mut unused) = (0.0, 0.0);
+            for (i, q) in queues.iter().enumerate() {
+                let (over, under) = ((in_use[i] - out[i].nominal_gpus).max(0.0), (out[i].nominal_gpus - in_use[i]).max(0.0));
+                out[i].borrowed_gpu_seconds += over * dt;
+                if q.scheduler == "kueue" {
+                    borrowed += over;
+                    unused += under;
+                }
+            }
+            if unused > 0.0 {
+                for (i, _) in queues.iter().enumerate().filter(|(_, q)| q.scheduler == "kueue") {
+                    out[i].lent_gpu_seconds += (out[i].nominal_gpus - in_use[i]).max(0.0) * (borrowed / unused).min(1.0) * dt;
+                }
+            }
+            at = t;
+        }
+        in_use[qi] += d;
+    }
+    queues.iter().map(|q| q.name.to_string()).zip(out).collect()
 }
 
 /// `f(0), f(1), ..., f(n - 1)` in order, computed on every core (items handed out one at a time).

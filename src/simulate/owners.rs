@@ -44,9 +44,9 @@ pub struct SimQueue {
 
 /// Kueue's ClusterQueues (cohort [`COHORT`]) and Volcano's queue of the simulated cluster.
 pub const QUEUES: [SimQueue; 3] = [
-    SimQueue { scheduler: "kueue", name: "training-cq", label: "kueue.x-k8s.io/cluster-queue-name", nominal_frac: 0.40, limit_frac: 0.25 },
+    SimQueue { scheduler: "kueue", name: "training-cq", label: "kueue.x-k8s.io/cluster-queue-name", nominal_frac: 0.20, limit_frac: 0.25 },
     SimQueue { scheduler: "kueue", name: "research-cq", label: "kueue.x-k8s.io/cluster-queue-name", nominal_frac: 0.45, limit_frac: 0.10 },
-    SimQueue { scheduler: "volcano", name: "batch-q", label: "volcano.sh/queue-name", nominal_frac: 0.16, limit_frac: 0.30 },
+    SimQueue { scheduler: "volcano", name: "batch-q", label: "volcano.sh/queue-name", nominal_frac: 0.04, limit_frac: 0.30 },
 ];
 
 /// The Kueue cohort the ClusterQueues borrow and lend in.

@@ -359,6 +359,37 @@ fn queues_agree_with_ledger(dir: &Path, cfg: &str, ledger: &Value) {
         eprintln!("queue {:>12}: {:.4} admitted GPU-h vs ledger {:.4}, nominal {nominal}, limit {limit}", r[0], got / 3600.0, want / 3600.0);
         assert!(want > 0.0 && (got - want).abs() <= want * 0.005 + 2.0 * 30.0 * gpus, "{}: {got} GPU-s admitted vs the ledger's {want}", r[0]);
     }
+    // The quota review's section against the schedulers' split: each queue's quota, its use,
+    // what it borrowed above its nominal quota and lent to its cohort, against the ledger's
+    // exact sweep over the pods' admissions (each pod's ends a step off at most).
+    let sections: Value =
+        serde_json::from_str(&common::stdout(&common::run_ok(dir, &["--config", cfg, "report", "quota", "--from", FROM, "--to", TO, "--format", "json"])))
+            .unwrap();
+    let review = sections.as_array().unwrap().iter().find(|s| s["report"] == "queue_quotas").expect("a queue_quotas section");
+    let rows = review["rows"].as_array().unwrap();
+    let hours = |v: &Value| -> f64 { v.as_str().map_or(0.0, |s| s.parse().unwrap()) };
+    for (name, t) in truth {
+        let r = rows.iter().find(|r| r["queue"] == name.as_str() && r["scheduler"] == t["scheduler"]).unwrap_or_else(|| panic!("{name} has no row"));
+        let (nominal, limit, gpus) = (t["nominal_gpus"].number().unwrap(), t["limit_gpus"].number().unwrap(), t["gpus"].number().unwrap());
+        assert_eq!(hours(&r["nominal_gpus"]), nominal, "{name}: nominal");
+        let limit_col = if t["scheduler"] == "kueue" { "borrowing_limit_gpus" } else { "capacity_gpus" };
+        assert_eq!(hours(&r[limit_col]), limit, "{name}: {limit_col}");
+        let edge = 2.0 * 30.0 * gpus / 3600.0;
+        for (col, key) in [("gpu_hours", "admitted_gpu_seconds"), ("borrowed_gpu_hours", "borrowed_gpu_seconds"), ("lent_gpu_hours", "lent_gpu_seconds")] {
+            let (got, want) = (hours(&r[col]), t[key].number().unwrap() / 3600.0);
+            eprintln!("quota review {name:>12} {col:>18}: {got:.4} vs ledger {want:.4}");
+            assert!((got - want).abs() <= want * 0.005 + edge + 1e-4, "{name}: {col} {got} vs the ledger's {want}");
+        }
+        let (avg, p95, peak) = (hours(&r["avg_gpus"]), hours(&r["p95_gpus"]), hours(&r["peak_gpus"]));
+        assert!(avg <= peak && p95 <= peak && peak > 0.0, "{name}: avg {avg}, p95 {p95}, peak {peak}");
+        // The mean of the step values is the GPU-hours over the day.
+        assert!((avg * 24.0 - hours(&r["gpu_hours"])).abs() <= 0.01 * 24.0, "{name}: avg {avg} GPUs vs {} GPU-h in a day", r["gpu_hours"]);
+    }
+    let borrowed: f64 = truth.values().filter(|t| t["scheduler"] == "kueue").map(|t| t["borrowed_gpu_seconds"].number().unwrap()).sum();
+    assert!(borrowed > 0.0, "a ClusterQueue borrowed from the cohort on the test day");
+    let cohort = rows.iter().find(|r| r["scheduler"] == "kueue cohort" && r["queue"] == "gpu-pool").expect("the cohort's row");
+    let members: f64 = truth.values().filter(|t| t["scheduler"] == "kueue").map(|t| t["nominal_gpus"].number().unwrap()).sum();
+    assert_eq!(hours(&cohort["nominal_gpus"]), members, "the cohort's nominal quota is its members'");
 }
 
 /// The chargeback's pool is the ledger's pool, GPU-step for GPU-step, and every namespace's

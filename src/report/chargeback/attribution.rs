@@ -16,8 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Int64Type};
+use arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 
 use super::compute::{decode_money, price_buckets};
@@ -30,7 +29,7 @@ use crate::domain::units::{UNALLOCATED, UNATTRIBUTED, UNMEASURED};
 use crate::domain::window::Window;
 use crate::engine::{run_query, run_query_schema, str_param};
 use crate::queries::Queries;
-use crate::report::columns::{decimals, floats, ints, strs, window_params};
+use crate::report::columns::{decimals, floats, ints, millis, strs, window_params};
 use crate::report::{ReportError, Result};
 
 /// Separates the namespace from the pod in the per-pod step 1's namespace column.
@@ -104,7 +103,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, c
     for b in &run_query(ctx, "pod_run_days", &queries.get("pod_run_days")?, window_params(window)).await? {
         let (c, ns, pod, date) = (strs(R, b, "cluster")?, strs(R, b, "namespace")?, strs(R, b, "pod")?, strs(R, b, "date")?);
         let (gpu, cpu, mem) = (floats(R, b, "gpu_request")?, floats(R, b, "cpu_request")?, ints(R, b, "mem_request_bytes")?);
-        let (from, to) = (millis(b, "run_from")?, millis(b, "run_to")?);
+        let (from, to) = (millis(R, b, "run_from")?, millis(R, b, "run_to")?);
         for i in 0..b.num_rows() {
             let (Some(c), Some(ns), Some(pod), Some(date)) = (c[i].as_deref(), ns[i].as_deref(), pod[i].as_deref(), date[i].clone()) else { continue };
             let (Some(f), Some(t)) = (from[i], to[i]) else { continue };
@@ -225,16 +224,6 @@ async fn measured_parts(
         }
     }
     Ok(out)
-}
-
-/// A timestamp column as milliseconds.
-fn millis(b: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
-    let c = b.column_by_name(name).ok_or_else(|| shape(format!("pod_run_days without {name}")))?;
-    let c = arrow::compute::cast(c, &DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None))
-        .and_then(|c| arrow::compute::cast(&c, &DataType::Int64))
-        .map_err(|source| ReportError::Arrow { report: R, source })?;
-    let c = c.as_primitive::<Int64Type>();
-    Ok((0..c.len()).map(|i| c.is_valid(i).then(|| c.value(i))).collect())
 }
 
 fn minus(a: &Quantities, b: &Quantities) -> Quantities {
