@@ -32,6 +32,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("quota_use", include_str!("../queries/quota_use.sql")),
     ("quota_limits", include_str!("../queries/quota_limits.sql")),
     ("queue_quota_steps", include_str!("../queries/queue_quota_steps.sql")),
+    ("queue_pod_waits", include_str!("../queries/queue_pod_waits.sql")),
     ("daily_pool", include_str!("../queries/daily_pool.sql")),
     ("plan_pods", include_str!("../queries/plan_pods.sql")),
     ("plan_pool", include_str!("../queries/plan_pool.sql")),

@@ -2,7 +2,8 @@
 //! ClusterQueues summed at each step), per Volcano and KAI queue, its quota over the window
 //! (nominal / deserved, borrowing limit, capability) against its use (average, p95 and peak
 //! GPUs in use, GPU-hours), the GPU-hours it borrowed and lent, the hours it spent over its
-//! limit and its pending demand. A section of `report quota`, from `queue_quotas`; none where
+//! limit, its pending demand, and how long its pods waited for a node (pods created in the
+//! window, by their queue label: `queries/queue_pod_waits.sql`). A section of `report quota`, from `queue_quotas`; none where
 //! the lake has no scheduler queue.
 //!
 //! Definitions, per step (the collect step: the smallest gap between a queue's rows):
@@ -18,9 +19,10 @@ use std::collections::BTreeMap;
 use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
-use super::columns::{floats, millis, strs, window_params};
+use super::columns::{floats, ints, millis, strs, window_params};
 use super::render::{Cell, Report};
 use super::Result;
+use crate::domain::stats::nearest_rank;
 use crate::domain::window::Window;
 use crate::queries::Queries;
 
@@ -36,11 +38,12 @@ struct Step {
     pending: f64,
 }
 
-/// A queue's steps, by instant (ms).
+/// A queue's steps, by instant (ms), and its pods' waits (seconds).
 #[derive(Debug, Default)]
 struct Queue {
     cohort: Option<String>,
     steps: BTreeMap<i64, Step>,
+    waits_s: Vec<f64>,
 }
 
 type QueueKey = (String, String, String);
@@ -74,6 +77,16 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
     if queues.is_empty() {
         return Ok(None);
     }
+    for b in &crate::engine::run_query(ctx, R, &queries.get("queue_pod_waits")?, window_params(window)).await? {
+        let (cluster, scheduler, queue, wait) = (strs(R, b, "cluster")?, strs(R, b, "scheduler")?, strs(R, b, "queue")?, ints(R, b, "wait_ms")?);
+        for i in 0..b.num_rows() {
+            let (Some(c), Some(s), Some(q), Some(w)) = (cluster[i].clone(), scheduler[i].clone(), queue[i].clone(), wait[i]) else { continue };
+            // A queue with pods but no quota series has no row to put them in.
+            if let Some(e) = queues.get_mut(&(c, s, q)) {
+                e.waits_s.push(w as f64 / 1000.0);
+            }
+        }
+    }
     let lent = lent_gpu_s(&queues);
     let mut rows = Vec::new();
     for ((cluster, scheduler, queue), q) in &queues {
@@ -102,6 +115,10 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
             "lent_gpu_hours",
             "over_limit_hours",
             "avg_pending_gpus",
+            "pods",
+            "wait_p50_s",
+            "wait_p95_s",
+            "wait_max_s",
             "cluster",
         ]
         .map(String::from)
@@ -111,6 +128,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
         notes: vec![
             "per Kueue ClusterQueue, per cohort (its ClusterQueues summed at each step), per Volcano and KAI queue, from the schedulers' own series (queue_quotas), in GPUs; quotas are their last value in the window".into(),
             "borrowed: GPU time in use above the nominal quota (Volcano: above deserved); lent: a ClusterQueue's unused nominal quota times the share of its cohort's unused quota its members borrowed at the same step; over limit: hours in use above nominal + borrowing limit (Volcano: above capability)".into(),
+            "pods and waits: the queue's pods created in the window and bound to a node (its ClusterQueue, Volcano or KAI queue label), their wait from creation to binding; a cohort's are its ClusterQueues'".into(),
         ],
         meta: Map::new(),
     }))
@@ -153,7 +171,8 @@ fn cohorts(queues: &BTreeMap<QueueKey, Queue>) -> BTreeMap<(String, String), Que
     let mut out: BTreeMap<(String, String), Queue> = BTreeMap::new();
     for ((cluster, _, _), q) in queues {
         let Some(cohort) = &q.cohort else { continue };
-        let c = out.entry((cluster.clone(), cohort.clone())).or_insert_with(|| Queue { cohort: Some(cohort.clone()), steps: BTreeMap::new() });
+        let c = out.entry((cluster.clone(), cohort.clone())).or_insert_with(|| Queue { cohort: Some(cohort.clone()), ..Queue::default() });
+        c.waits_s.extend(&q.waits_s);
         for (t, s) in &q.steps {
             let e = c.steps.entry(*t).or_default();
             let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -194,6 +213,8 @@ fn row(cluster: &str, scheduler: &str, queue: &str, q: &Queue, lent_gpu_s: Optio
             over_s += step_s;
         }
     }
+    let mut waits = q.waits_s.clone();
+    waits.sort_by(f64::total_cmp);
     let dec = |v: f64, d: u32| Cell::Dec { units: (v * 10f64.powi(d as i32)).round() as i128, decimals: d };
     let opt = |v: Option<f64>, d: u32| v.map_or(Cell::Null, |v| dec(v, d));
     let avg = gpu_s / step_s / n;
@@ -217,6 +238,10 @@ fn row(cluster: &str, scheduler: &str, queue: &str, q: &Queue, lent_gpu_s: Optio
         opt(lent_gpu_s.map(|s| s / 3600.0), 4),
         dec(over_s / 3600.0, 4),
         dec(pending / n, 2),
+        Cell::Int(waits.len() as i64),
+        opt(nearest_rank(&waits, 0.5), 1),
+        opt(nearest_rank(&waits, 0.95), 1),
+        opt(waits.last().copied(), 1),
         Cell::Str(cluster.into()),
     ]
 }

@@ -85,6 +85,15 @@ pub struct QueueLedger {
     /// cohort.
     #[serde(default)]
     pub lent_gpu_seconds: f64,
+    /// Its pods created in the window and bound to a node, and their waits (created to bound).
+    #[serde(default)]
+    pub pods_waited: u64,
+    #[serde(default)]
+    pub wait_p50_s: f64,
+    #[serde(default)]
+    pub wait_p95_s: f64,
+    #[serde(default)]
+    pub wait_max_s: f64,
 }
 
 /// A top-level workload's truth.
@@ -307,9 +316,13 @@ fn queue_ledger(gpus: usize, schedule: &Schedule, owners: &[Ownership], window: 
         .collect();
     // (instant, queue, GPUs in use added) at each pod's admission and end.
     let mut events: Vec<(i64, usize, f64)> = Vec::new();
+    let mut waits: Vec<Vec<f64>> = vec![Vec::new(); queues.len()];
     for (p, o) in schedule.pods.iter().zip(owners) {
         let Some(bound) = p.scheduled else { continue };
         let Some(qi) = queues.iter().position(|q| o.labels.iter().any(|(k, v)| *k == q.label && v == q.name)) else { continue };
+        if p.created >= ws && p.created < we {
+            waits[qi].push((bound - p.created) as f64 / 1000.0);
+        }
         let (a, b) = (bound.max(ws), p.finished.unwrap_or(we).min(we));
         if a < b {
             out[qi].admitted_gpu_seconds += (b - a) as f64 / 1000.0 * p.gpu_request as f64;
@@ -343,6 +356,13 @@ fn queue_ledger(gpus: usize, schedule: &Schedule, owners: &[Ownership], window: 
             at = t;
         }
         in_use[qi] += d;
+    }
+    for (l, mut w) in out.iter_mut().zip(waits) {
+        w.sort_by(f64::total_cmp);
+        l.pods_waited = w.len() as u64;
+        l.wait_p50_s = percentile(&w, 0.5);
+        l.wait_p95_s = percentile(&w, 0.95);
+        l.wait_max_s = w.last().copied().unwrap_or(0.0);
     }
     queues.iter().map(|q| q.name.to_string()).zip(out).collect()
 }

@@ -380,6 +380,13 @@ fn queues_agree_with_ledger(dir: &Path, cfg: &str, ledger: &Value) {
             eprintln!("quota review {name:>12} {col:>18}: {got:.4} vs ledger {want:.4}");
             assert!((got - want).abs() <= want * 0.005 + edge + 1e-4, "{name}: {col} {got} vs the ledger's {want}");
         }
+        // Its pods' waits for a node, as the ledger's (pods created in the window).
+        assert_eq!(r["pods"].number().unwrap(), t["pods_waited"].number().unwrap(), "{name}: pods bound");
+        assert!(t["pods_waited"].number().unwrap() > 0.0, "{name} has pods that waited");
+        for (col, key) in [("wait_p50_s", "wait_p50_s"), ("wait_p95_s", "wait_p95_s"), ("wait_max_s", "wait_max_s")] {
+            let (got, want) = (hours(&r[col]), t[key].number().unwrap());
+            assert!((got - want).abs() <= want * 0.005 + 0.05, "{name}: {col} {got} s vs the ledger's {want}");
+        }
         let (avg, p95, peak) = (hours(&r["avg_gpus"]), hours(&r["p95_gpus"]), hours(&r["peak_gpus"]));
         assert!(avg <= peak && p95 <= peak && peak > 0.0, "{name}: avg {avg}, p95 {p95}, peak {peak}");
         // The mean of the step values is the GPU-hours over the day.
