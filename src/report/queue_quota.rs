@@ -20,6 +20,7 @@ use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
 use super::columns::{floats, ints, millis, strs, window_params};
+use super::quota::{recommend, Usage};
 use super::render::{Cell, Report};
 use super::Result;
 use crate::domain::stats::nearest_rank;
@@ -119,6 +120,9 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
             "wait_p50_s",
             "wait_p95_s",
             "wait_max_s",
+            "recommendation",
+            "suggested_nominal_gpus",
+            "reason",
             "cluster",
         ]
         .map(String::from)
@@ -128,6 +132,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window) -> 
         notes: vec![
             "per Kueue ClusterQueue, per cohort (its ClusterQueues summed at each step), per Volcano and KAI queue, from the schedulers' own series (queue_quotas), in GPUs; quotas are their last value in the window".into(),
             "borrowed: GPU time in use above the nominal quota (Volcano: above deserved); lent: a ClusterQueue's unused nominal quota times the share of its cohort's unused quota its members borrowed at the same step; over limit: hours in use above nominal + borrowing limit (Volcano: above capability)".into(),
+            "recommendation: the namespaces' rules on the nominal quota (raise: at or over it 10% of the time while a GPU or more was pending on average; lower: p95 at most half of it and never reached; keep; set where there is none)".into(),
             "pods and waits: the queue's pods created in the window and bound to a node (its ClusterQueue, Volcano or KAI queue label), their wait from creation to binding; a cohort's are its ClusterQueues'".into(),
         ],
         meta: Map::new(),
@@ -213,6 +218,15 @@ fn row(cluster: &str, scheduler: &str, queue: &str, q: &Queue, lent_gpu_s: Optio
             over_s += step_s;
         }
     }
+    // The namespaces' rules (`quota::recommend`) on the queue's nominal quota: its whole GPUs in
+    // use and pending per step as the time it held them.
+    let mut usage = Usage { quota: last.nominal.map(|n| (n.round() as i64, "scheduler")), ..Usage::default() };
+    for s in q.steps.values() {
+        *usage.histogram.entry(s.allocated.round() as i64).or_default() += step_s as i64;
+        usage.pending_gpu_s += (s.pending * step_s).round() as i64;
+    }
+    usage.histogram.remove(&0);
+    let (recommendation, suggested, reason) = recommend(&usage, (n * step_s) as i64);
     let mut waits = q.waits_s.clone();
     waits.sort_by(f64::total_cmp);
     let dec = |v: f64, d: u32| Cell::Dec { units: (v * 10f64.powi(d as i32)).round() as i128, decimals: d };
@@ -242,6 +256,9 @@ fn row(cluster: &str, scheduler: &str, queue: &str, q: &Queue, lent_gpu_s: Optio
         opt(nearest_rank(&waits, 0.5), 1),
         opt(nearest_rank(&waits, 0.95), 1),
         opt(waits.last().copied(), 1),
+        Cell::Str(recommendation.into()),
+        suggested.map_or(Cell::Null, Cell::Int),
+        Cell::Str(reason),
         Cell::Str(cluster.into()),
     ]
 }

@@ -94,6 +94,12 @@ pub struct QueueLedger {
     pub wait_p95_s: f64,
     #[serde(default)]
     pub wait_max_s: f64,
+    /// GPUs in use: the most at any instant, and the smallest count at or below which 95% of
+    /// the window's time falls.
+    #[serde(default)]
+    pub peak_gpus: f64,
+    #[serde(default)]
+    pub p95_gpus: f64,
 }
 
 /// A top-level workload's truth.
@@ -335,10 +341,15 @@ fn queue_ledger(gpus: usize, schedule: &Schedule, owners: &[Ownership], window: 
     // member lends its unused nominal in proportion to what the cohort borrowed then.
     events.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.cmp(&y.1)));
     let mut in_use = vec![0.0f64; queues.len()];
+    // Per queue: seconds at each GPU count in use.
+    let mut held: Vec<BTreeMap<i64, f64>> = vec![BTreeMap::new(); queues.len()];
     let mut at = ws;
     for (t, qi, d) in events {
         let dt = (t - at) as f64 / 1000.0;
         if dt > 0.0 {
+            for (i, u) in in_use.iter().enumerate() {
+                *held[i].entry(*u as i64).or_default() += dt;
+            }
             let (mut borrowed, mut unused) = (0.0, 0.0);
             for (i, q) in queues.iter().enumerate() {
                 let (over, under) = ((in_use[i] - out[i].nominal_gpus).max(0.0), (out[i].nominal_gpus - in_use[i]).max(0.0));
@@ -356,6 +367,19 @@ fn queue_ledger(gpus: usize, schedule: &Schedule, owners: &[Ownership], window: 
             at = t;
         }
         in_use[qi] += d;
+    }
+    let window_s = (we - ws) as f64 / 1000.0;
+    for (l, h) in out.iter_mut().zip(&held) {
+        l.peak_gpus = h.iter().filter(|(_, s)| **s > 0.0).map(|(g, _)| *g).max().unwrap_or(0) as f64;
+        let mut below = window_s - h.values().sum::<f64>() + h.get(&0).copied().unwrap_or(0.0);
+        l.p95_gpus = 0.0;
+        for (g, s) in h.iter().filter(|(g, _)| **g > 0) {
+            if below >= 0.95 * window_s {
+                break;
+            }
+            below += s;
+            l.p95_gpus = *g as f64;
+        }
     }
     for (l, mut w) in out.iter_mut().zip(waits) {
         w.sort_by(f64::total_cmp);

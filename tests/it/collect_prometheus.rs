@@ -388,6 +388,21 @@ fn queues_agree_with_ledger(dir: &Path, cfg: &str, ledger: &Value) {
             assert!((got - want).abs() <= want * 0.005 + 0.05, "{name}: {col} {got} s vs the ledger's {want}");
         }
         let (avg, p95, peak) = (hours(&r["avg_gpus"]), hours(&r["p95_gpus"]), hours(&r["peak_gpus"]));
+        // Use against the ledger's continuous time: the steps see the GPUs in use at their
+        // instants (never more than the peak), the p95 within a GPU.
+        let (lp95, lpeak) = (t["p95_gpus"].number().unwrap(), t["peak_gpus"].number().unwrap());
+        assert!(peak <= lpeak && (p95 - lp95).abs() <= 1.0, "{name}: p95 {p95} peak {peak} vs the ledger's {lp95} and {lpeak}");
+        // The recommendation by the namespaces' rules: a queue using at most half its quota
+        // (with a margin for the steps) is told to lower it, one over half is not.
+        let rec = r["recommendation"].as_str().unwrap();
+        assert!(["raise", "lower", "keep"].contains(&rec), "{name}: {rec}");
+        if lp95 * 2.0 + 2.0 <= nominal && lpeak + 1.0 < nominal {
+            assert_eq!(rec, "lower", "{name}: p95 {lp95}, peak {lpeak} of {nominal}: {}", r["reason"]);
+        }
+        if lp95 * 2.0 > nominal + 2.0 || lpeak >= nominal + 1.0 {
+            assert_ne!(rec, "lower", "{name}: p95 {lp95}, peak {lpeak} of {nominal}: {}", r["reason"]);
+        }
+        eprintln!("quota review {name:>12}: {rec} ({})", r["reason"]);
         assert!(avg <= peak && p95 <= peak && peak > 0.0, "{name}: avg {avg}, p95 {p95}, peak {peak}");
         // The mean of the step values is the GPU-hours over the day.
         assert!((avg * 24.0 - hours(&r["gpu_hours"])).abs() <= 0.01 * 24.0, "{name}: avg {avg} GPUs vs {} GPU-h in a day", r["gpu_hours"]);
