@@ -44,7 +44,8 @@ fn shape(detail: impl Into<String>) -> ReportError {
 pub struct Attribution {
     /// Per (cluster, namespace): each key's part; the parts sum to the namespace's quantities.
     pub per_namespace: BTreeMap<(String, String), BTreeMap<String, Quantities>>,
-    /// GPU pods with a value of the key, and pods that held a GPU or asked for one with none.
+    /// Pods (by cluster, namespace and name) that held a GPU or ran in the window, with a value
+    /// of the key and without one.
     pub pods_keyed: usize,
     pub pods_unkeyed: usize,
     /// Pods whose workload was inferred, by how (`pod_owners.inferred`).
@@ -147,6 +148,24 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, c
         for (k, q) in split_by_requests(&rest, asked) {
             parts.entry(k).or_default().add(&q);
         }
+    }
+    // The split must give back every namespace's quantities to the unit; a row that does not is
+    // a bug, and no report is made of it.
+    let mut whole: BTreeMap<(String, String), Quantities> = BTreeMap::new();
+    for d in cb.detail.iter().filter(|d| d.namespace != UNALLOCATED && d.namespace != UNMEASURED) {
+        whole.entry((d.cluster.clone(), d.namespace.clone())).or_default().add(&d.q);
+    }
+    let broken: Vec<String> = whole
+        .iter()
+        .filter(|(k, q)| {
+            let mut sum = Quantities::default();
+            out.per_namespace.get(*k).into_iter().flat_map(|p| p.values()).for_each(|p| sum.add(p));
+            sum != **q
+        })
+        .map(|((c, ns), _)| format!("{ns} in cluster {c}"))
+        .collect();
+    if !broken.is_empty() {
+        return Err(shape(format!("the rows by {by} do not add up to these namespaces' rows: {}", broken.join(", "))));
     }
     out.pods_keyed = seen.values().filter(|k| **k).count();
     out.pods_unkeyed = seen.len() - out.pods_keyed;
