@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 
-use super::compute::{decode_money, price_buckets};
+use super::compute::{price_buckets, raw};
 use super::consts::{R, RAW_PER_UNIT};
 use super::model::{Chargeback, NamespaceCharge, Quantities};
 use crate::config::CostBasis;
@@ -211,7 +211,8 @@ async fn measured_parts(
             None => batch,
         });
     }
-    let (_, priced, _) = price_buckets(ctx, queries, window, batches, threads).await?;
+    // Priced only: the conservation line is the namespace chargeback's.
+    let (_, priced, _) = price_buckets(ctx, queries, window, batches, threads, false).await?;
     let mut out: BTreeMap<MeasuredAt, BTreeMap<String, Quantities>> = BTreeMap::new();
     for b in &priced {
         let (c, ns, model, profile, date) =
@@ -233,9 +234,9 @@ async fn measured_parts(
                 energy_mj: energy[i].unwrap_or(0),
                 util_gpu_us: util[i].unwrap_or(0),
                 util_known_gpu_us: util_known[i].unwrap_or(0),
-                gpu_cost: decode_money(gpu_cost[i])?,
-                power_cost: decode_money(power[i])?,
-                carbon_mg: decode_money(carbon[i])?,
+                gpu_cost: raw(gpu_cost[i])?,
+                power_cost: raw(power[i])?,
+                carbon_mg: raw(carbon[i])?,
                 unpriced_gpu_us: unpriced[i].unwrap_or(0),
                 ..Quantities::default()
             };

@@ -19,11 +19,7 @@ fn shape(detail: impl Into<String>) -> ReportError {
 }
 
 /// A DECIMAL money value of the SQL in raw units (`MONEY_SCALE`).
-pub(super) fn decode_money(v: (i128, u32)) -> Result<i128> {
-    raw(v)
-}
-
-fn raw(v: (i128, u32)) -> Result<i128> {
+pub(super) fn raw(v: (i128, u32)) -> Result<i128> {
     if v.1 > MONEY_SCALE {
         return Err(shape(format!("money at scale {} (expected at most {MONEY_SCALE})", v.1)));
     }
@@ -39,26 +35,27 @@ const STEP1_DAYS: i64 = 7;
 /// (one plan, not five) while a larger fleet's memory stays bounded.
 const PRICE_BATCH_ROWS: usize = 1_000_000;
 
-/// Step 1's pricing of gathered bucket rows: `chargeback_grain.sql` and `cluster_totals.sql`
-/// over them as the table `gpu_buckets`; the priced rows, their schema and the (GPU-us, mJ,
-/// rows) totals.
+/// Step 1's pricing of gathered bucket rows: `chargeback_grain.sql` over them as the table
+/// `gpu_buckets`; the priced rows and their schema, and with `totals` the (GPU-us, mJ, rows)
+/// totals of `cluster_totals.sql` over the same rows (the conservation line's side).
 pub(super) async fn price_buckets(
     ctx: &SessionContext,
     queries: &Queries,
     window: &Window,
     batches: Vec<arrow::array::RecordBatch>,
     threads: usize,
+    totals: bool,
 ) -> Result<(datafusion::arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>, (i64, i64, i64))> {
     crate::report::gpu_buckets::register(ctx, batches, threads).await?;
     let priced = crate::engine::run_query_schema(ctx, "chargeback_grain", &queries.get("chargeback_grain")?, window_params(window)).await;
-    let totals = match priced {
-        Ok(_) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
-        Err(_) => Ok(None),
+    let summed = match (&priced, totals) {
+        (Ok(_), true) => run_query(ctx, "cluster_totals", &queries.get("cluster_totals")?, vec![]).await.map(Some),
+        _ => Ok(None),
     };
     crate::report::gpu_buckets::deregister(ctx);
     let (schema, priced) = priced?;
-    let totals = totals?.unwrap_or_default();
-    let t = totals.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
+    let Some(summed) = summed? else { return Ok((schema, priced, (0, 0, 0))) };
+    let t = summed.first().filter(|b| b.num_rows() == 1).ok_or_else(|| shape("cluster_totals returned no row"))?;
     let one = |name| ints("cluster_totals", t, name).map(|v| v[0].unwrap_or(0));
     Ok((schema, priced, (one("gpu_us")?, one("energy_mj")?, one("rows")?)))
 }
@@ -136,7 +133,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
             continue;
         }
         let priced_window = Window { start: gathered_from, end: piece.end };
-        let (s, batches, totals) = price_buckets(ctx, queries, &priced_window, std::mem::take(&mut gathered), threads).await?;
+        let (s, batches, totals) = price_buckets(ctx, queries, &priced_window, std::mem::take(&mut gathered), threads, true).await?;
         tracing::debug!("priced {} bucket rows of {} at {:.2}s", rows, priced_window.label(), t.elapsed().as_secs_f64());
         gathered_from = piece.end;
         schema.get_or_insert(s);
