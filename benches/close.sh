@@ -88,6 +88,11 @@ for r in $REPORTS; do
   rm -rf "$WORK/out-$r"
   best "report-$r" "$G" --progress never --lake "$LAKE" report "$r" --month "$MONTH" --format csv -o "$WORK/out-$r"
 done
+# The chargeback by a key of each pod (issue 47: from the `pod_buckets` rollup), beside the
+# namespace chargeback above and DuckDB's chargeback query.
+log "gpuledger report chargeback --by workload"
+rm -rf "$WORK/out-chargeback-workload"
+best "report-chargeback-workload" "$G" --progress never --lake "$LAKE" report chargeback --month "$MONTH" --by workload --format csv -o "$WORK/out-chargeback-workload"
 if [ "$PEERS" != 0 ]; then
   log "gpuledger report chargeback from the samples alone"
   best "report-chargeback-samples" "$G" --progress never --lake "$SAMPLES" report chargeback --month "$MONTH" --format csv -o "$WORK/out-cs"
@@ -134,6 +139,12 @@ for r in reports.split():
     ratio = f"{d / s:.1f}x" if s and d else "n/a"
     dd = f"{d:.2f}" if d else "not run"
     print(f"| {r} | {s:.2f} | {m:.0f} | {dd} | {ratio} |" if s is not None else f"| {r} | failed | | {dd} | |")
+s, m = t("report-chargeback-workload")
+if s is not None:
+    d = duck.get("chargeback", {}).get("secs")
+    ns, _ = t("report-chargeback")
+    dd, ratio = (f"{d:.2f}", f"{d / s:.1f}x") if d else ("not run", "n/a")
+    print(f"| chargeback --by workload ({s / ns:.2f}x the namespace chargeback) | {s:.2f} | {m:.0f} | {dd} | {ratio} |")
 if "chargeback" in duck:
     s, m = t("report-chargeback-samples")
     d = duck["chargeback"]["secs"]

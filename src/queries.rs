@@ -10,7 +10,6 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback_fallback", include_str!("../queries/chargeback_fallback.sql")),
     ("chargeback_claimed", include_str!("../queries/chargeback_claimed.sql")),
     ("chargeback", include_str!("../queries/chargeback.sql")),
-    ("chargeback_pod_buckets", include_str!("../queries/chargeback_pod_buckets.sql")),
     ("pod_keys", include_str!("../queries/pod_keys.sql")),
     ("namespace_owners", include_str!("../queries/namespace_owners.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),

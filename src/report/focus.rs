@@ -1,5 +1,5 @@
-//! The chargeback as a FinOps FOCUS 1.2 export: one row per namespace (or team / cost
-//! centre, `--by`), GPU model (and MIG profile) and UTC day, plus CPU and memory rows where
+//! The chargeback as a FinOps FOCUS 1.2 export: one row per namespace (or team, cost
+//! centre, cluster, or a key of each pod: workload, queue, label, `--by`), GPU model (and MIG profile) and UTC day, plus CPU and memory rows where
 //! those are priced. FOCUS columns first, in the specification's order, then `x_`
 //! extensions. Costs come from the same detail rows as the chargeback, with the idle /
 //! shared-namespace spread split over each namespace's rows, so BilledCost sums to the
@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use serde_json::{Map, Value};
 
-use super::chargeback::{ChargeBy, Chargeback, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, UNMEASURED, US_PER_HOUR};
+use super::chargeback::{
+    Attribution, ChargeBy, Chargeback, Quantities, MJ_PER_KWH, RAW_PER_UNIT, UNALLOCATED, UNASSIGNED, UNATTRIBUTED, UNMEASURED, US_PER_HOUR,
+};
 use super::render::{Cell, Report};
 use crate::config::{Config, CostBasis};
 use crate::domain::money::{apportion, round_ratio};
@@ -119,57 +121,94 @@ fn basis_cost(kind: Kind, q: &Quantities, basis: CostBasis) -> i128 {
     }
 }
 
-pub fn build(cb: &Chargeback, config: &Config, window: &Window, by: &ChargeBy) -> Report {
+/// The export keyed by `by`; a key of each pod (`ChargeBy::is_per_pod`) needs the namespaces'
+/// rows split between their pods' keys (`attribution`), else every namespace's lines are
+/// `__unattributed__`'s.
+pub fn build(cb: &Chargeback, config: &Config, window: &Window, by: &ChargeBy, attribution: Option<&Attribution>) -> Report {
     let basis = config.pricing.basis;
-    let spreads: BTreeMap<(String, String), i128> = cb.namespaces(config).into_iter().map(|n| ((n.cluster, n.namespace), n.spread)).collect();
-
-    // Each namespace's lines (GPU per model/profile/day; CPU and memory per day), per cluster:
-    // (cluster, sub-account, day, kind, model, profile).
-    type Key = (String, String, NaiveDate, Kind, String, String);
-    let mut per_ns: BTreeMap<(String, String), Vec<(Key, Line)>> = BTreeMap::new();
-    for r in &cb.detail {
-        let date: NaiveDate = r.date.parse().unwrap_or_default();
-        let owner = cb.owner(config, &r.namespace);
-        let mut kinds = Vec::new();
-        if r.gpu_model.is_some() {
-            kinds.push((Kind::Gpu, r.q.gpu_us as i128, r.q.gpu_cost));
-        } else {
-            if r.q.core_us > 0 {
-                kinds.push((Kind::Cpu, r.q.core_us as i128, r.q.cpu_cost));
+    let special = |ns: &str| ns == UNALLOCATED || ns == UNMEASURED;
+    // Each namespace's spread (by a key of each pod: each of its keys' part of it, as the
+    // chargeback splits it), per (cluster, namespace, key); the key is "" but by such a key.
+    let mut spreads: BTreeMap<(String, String, String), i128> = BTreeMap::new();
+    for n in cb.namespaces(config) {
+        match attribution {
+            Some(a) if !special(&n.namespace) => {
+                for (k, _, s) in a.parts(&n, basis) {
+                    spreads.insert((n.cluster.clone(), n.namespace.clone(), k), s);
+                }
             }
-            if r.q.gib_us > 0 {
-                kinds.push((Kind::Memory, r.q.gib_us as i128, r.q.memory_cost));
+            _ => {
+                let sub = if by.is_per_pod() && !special(&n.namespace) { UNATTRIBUTED.to_string() } else { String::new() };
+                spreads.insert((n.cluster.clone(), n.namespace.clone(), sub), n.spread);
+            }
+        }
+    }
+
+    // Each namespace's lines (GPU per model/profile/day; CPU and memory per day), per cluster
+    // and key: (cluster, sub-account, day, kind, model, profile).
+    type Key = (String, String, NaiveDate, Kind, String, String);
+    let mut per_ns: BTreeMap<(String, String, String), Vec<(Key, Line)>> = BTreeMap::new();
+    let mut add_lines = |cluster: &str, ns: &str, sub: &str, model: &Option<String>, profile: &Option<String>, date: &str, q: &Quantities| {
+        let date: NaiveDate = date.parse().unwrap_or_default();
+        let owner = cb.owner(config, ns);
+        let mut kinds = Vec::new();
+        if model.is_some() {
+            kinds.push((Kind::Gpu, q.gpu_us as i128, q.gpu_cost));
+        } else {
+            if q.core_us > 0 {
+                kinds.push((Kind::Cpu, q.core_us as i128, q.cpu_cost));
+            }
+            if q.gib_us > 0 {
+                kinds.push((Kind::Memory, q.gib_us as i128, q.memory_cost));
             }
         }
         for (kind, quantity, list) in kinds {
             let gpu = kind == Kind::Gpu;
             let line = Line {
-                members: vec![r.namespace.clone()],
+                members: vec![ns.to_string()],
                 team: owner.team.clone(),
                 cost_centre: owner.cost_centre.clone(),
                 quantity,
-                energy_mj: if gpu { r.q.energy_mj as i128 } else { 0 },
-                list: basis_cost(kind, &r.q, basis),
-                power: if gpu { r.q.power_cost } else { 0 },
+                energy_mj: if gpu { q.energy_mj as i128 } else { 0 },
+                list: basis_cost(kind, q, basis),
+                power: if gpu { q.power_cost } else { 0 },
                 cloud: list,
-                carbon_mg: if gpu { r.q.carbon_mg } else { 0 },
+                carbon_mg: if gpu { q.carbon_mg } else { 0 },
                 spread: 0,
-                request_based: gpu && r.q.request_based_gpu_us > 0,
+                request_based: gpu && q.request_based_gpu_us > 0,
             };
-            let key = (r.cluster.clone(), String::new(), date, kind, r.gpu_model.clone().unwrap_or_default(), r.mig_profile.clone().unwrap_or_default());
-            per_ns.entry((r.cluster.clone(), r.namespace.clone())).or_default().push((key, line));
+            let key = (cluster.to_string(), String::new(), date, kind, model.clone().unwrap_or_default(), profile.clone().unwrap_or_default());
+            per_ns.entry((cluster.to_string(), ns.to_string(), sub.to_string())).or_default().push((key, line));
+        }
+    };
+    for r in &cb.detail {
+        match attribution {
+            // Split by key: the rows' parts below.
+            Some(_) if !special(&r.namespace) => {}
+            _ => {
+                let sub = if by.is_per_pod() && !special(&r.namespace) { UNATTRIBUTED } else { "" };
+                add_lines(&r.cluster, &r.namespace, sub, &r.gpu_model, &r.mig_profile, &r.date, &r.q);
+            }
         }
     }
-    // Namespaces that only receive a spread (an owner with no usage) get one GPU-less line.
-    for ((cluster, ns), s) in &spreads {
-        let at = (cluster.clone(), ns.clone());
+    if let Some(a) = attribution {
+        for ((cluster, ns, model, profile, date), parts) in &a.per_row {
+            for (k, q) in parts {
+                add_lines(cluster, ns, k, model, profile, date, q);
+            }
+        }
+    }
+    // Namespaces (or keys) that only receive a spread (an owner with no usage) get one GPU-less line.
+    for ((cluster, ns, sub), s) in &spreads {
+        let at = (cluster.clone(), ns.clone(), sub.clone());
         if *s != 0 && !per_ns.contains_key(&at) {
             let owner = cb.owner(config, ns);
             let key = (cluster.clone(), String::new(), window.start.date_naive(), Kind::Gpu, String::new(), String::new());
             per_ns.entry(at).or_default().push((key, Line { members: vec![ns.clone()], team: owner.team, cost_centre: owner.cost_centre, ..Line::default() }));
         }
     }
-    // The spread, split over each namespace's lines by their cost (else GPU time, else evenly).
+    // The spread, split over each namespace's (or key's) lines by their cost (else GPU time,
+    // else evenly).
     for (at, lines) in per_ns.iter_mut() {
         let amount = spreads.get(at).copied().unwrap_or(0);
         if amount == 0 {
@@ -186,19 +225,18 @@ pub fn build(cb: &Chargeback, config: &Config, window: &Window, by: &ChargeBy) -
             l.spread += part;
         }
     }
-    // Group by the sub-account (namespace, team or cost centre).
+    // Group by the sub-account (namespace, team, cost centre or a key of each pod).
     let mut grouped: BTreeMap<Key, Line> = BTreeMap::new();
-    for ((cluster, ns), lines) in per_ns {
+    for ((cluster, ns, sub), lines) in per_ns {
         for (mut key, l) in lines {
             key.1 = match by {
                 ChargeBy::Namespace => ns.clone(),
                 ChargeBy::Cluster => cluster.clone(),
-                _ if ns == UNALLOCATED || ns == UNMEASURED => ns.clone(),
+                _ if special(&ns) => ns.clone(),
                 ChargeBy::Team => l.team.clone().unwrap_or_else(|| UNASSIGNED.into()),
                 ChargeBy::CostCentre => l.cost_centre.clone().unwrap_or_else(|| UNASSIGNED.into()),
-                // A key of each pod: `report focus --by workload` is refused before this is
-                // built (commands/reports.rs); its sub-accounts stay the namespaces.
-                _ => ns.clone(),
+                // A key of each pod: the key the lines were split to.
+                _ => sub.clone(),
             };
             let g = grouped.entry(key).or_insert_with(|| Line { team: l.team.clone(), cost_centre: l.cost_centre.clone(), ..Line::default() });
             for m in &l.members {

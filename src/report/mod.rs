@@ -221,7 +221,14 @@ async fn build_one(
             vec![cb.to_report_by(config, by, attribution.as_ref())]
         }
         ReportKind::ChargebackModels => vec![chargeback_models::build(&*shared.chargeback(session, queries, window).await?, config, window)],
-        ReportKind::Focus => vec![focus::build(&*shared.chargeback(session, queries, window).await?, config, window, by)],
+        ReportKind::Focus => {
+            let cb = shared.chargeback(session, queries, window).await?;
+            let attribution = match by.is_per_pod() {
+                true => Some(chargeback::attribute(session, queries, window, &cb, by).await?),
+                false => None,
+            };
+            vec![focus::build(&cb, config, window, by, attribution.as_ref())]
+        }
         ReportKind::Completeness => vec![shared.completeness(session, queries, config, window).await?.to_report()],
     })
 }

@@ -610,4 +610,37 @@ fn chargeback_by_workload_keeps_every_cent_and_charges_each_workload_its_request
     assert!(rows.values().any(|r| num(&r["idle_cost"]) > 1.0), "workloads carry a share of the idle and shared cost");
     let note = by_workload["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).find(|n| n.starts_with("by workload:")).unwrap();
     assert!(note.contains("to the unit OK"), "{note}");
+
+    // The FOCUS export by workload: each SubAccount's lines (per model, profile and day, CPU and
+    // memory apart) bill what its chargeback row bills, spread included, and the lines sum to
+    // the chargeback's total.
+    let out =
+        common::run_ok(m.dir.path(), &["--config", cfg.to_str().unwrap(), "report", "focus", "--month", "2026-10", "--format", "csv", "--by", "workload"]);
+    let (header, lines) = common::parse_csv(&common::stdout(&out));
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let mut billed: BTreeMap<String, f64> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for l in &lines {
+        assert_eq!(l[col("SubAccountId")], l[col("SubAccountName")]);
+        *billed.entry(l[col("SubAccountName")].clone()).or_default() += l[col("BilledCost")].parse::<f64>().unwrap();
+        kinds.entry(l[col("SubAccountName")].clone()).or_default().insert(l[col("ConsumedUnit")].clone());
+    }
+    assert_eq!(billed.keys().collect::<Vec<_>>(), rows.keys().collect::<Vec<_>>(), "one SubAccount per workload row");
+    for (workload, row) in &rows {
+        let (got, want) = (billed[workload], num(&row["total_cost"]));
+        assert!((got - want).abs() < 0.006, "{workload}: FOCUS bills {got}, the chargeback {want}");
+    }
+    let total: f64 = billed.values().sum();
+    assert!((total - num(&by_workload["total"]["total_cost"])).abs() < 0.006, "FOCUS {total} vs {}", by_workload["total"]["total_cost"]);
+    let priced_pods = kinds.values().filter(|k| k.contains("GPU-Hours") && k.contains("Core-Hours") && k.contains("GiB-Hours")).count();
+    assert!(priced_pods > 10, "workloads with GPU, CPU and memory lines: {priced_pods}");
+    // A report that does not take a key of each pod yet says so (exit 2), naming those that do.
+    let o = common::bin()
+        .current_dir(m.dir.path())
+        .args(["--config", cfg.to_str().unwrap(), "report", "idle", "--month", "2026-10", "--by", "workload"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("report idle") && err.contains("chargeback and focus"), "{err}");
 }

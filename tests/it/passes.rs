@@ -4,7 +4,8 @@
 //!   `benches/sql/idle_pods_windowed.sql` (gaps and islands with window functions over every
 //!   row; at this size it fits in memory, at a month of 1,024 GPUs it does not);
 //! - the chargeback's per-bucket sums (`src/lake/passes/gpu_buckets.rs`, from the stored rollups or
-//!   the samples) vs `benches/sql/gpu_buckets.sql` (a GROUP BY over every row), and the rule
+//!   the samples), and per pod (`pod_buckets`), vs `benches/sql/gpu_buckets.sql` and
+//!   `benches/sql/pod_buckets.sql` (a GROUP BY over every row), and the rule
 //!   that a rollup is used only while it matches its day's samples.
 //!
 //! The SQL forms are independent formulations (DataFusion's operators, not the passes' loops).
@@ -133,12 +134,19 @@ fn a_file_out_of_time_order_is_refused_by_name() {
 
 /// `benches/sql/gpu_buckets.sql` over `window`: the rows as text, sorted.
 fn sql_buckets(rt: &tokio::runtime::Runtime, lake: &Lake, window: &Window) -> Vec<String> {
-    let sql = std::fs::read_to_string(common::repo_root().join("benches/sql/gpu_buckets.sql")).unwrap();
+    sql_sums(rt, lake, window, "gpu_buckets.sql", "namespace")
+}
+
+/// `benches/sql/<file>` over `window`, its labels `labels` after the cluster: the rows as text, sorted.
+fn sql_sums(rt: &tokio::runtime::Runtime, lake: &Lake, window: &Window, file: &str, labels: &str) -> Vec<String> {
+    let sql = std::fs::read_to_string(common::repo_root().join("benches/sql").join(file)).unwrap();
     let want = rt.block_on(async {
         let ctx = SessionBuilder::default().build(lake, &Config::default()).await.unwrap();
         // The SQL's bucket is date_bin's (nanoseconds): compare at the pass's millisecond type.
-        let wrapped = format!("SELECT cluster, namespace, node, gpu_model, mig_profile, CAST(bucket AS TIMESTAMP(3)) AS bucket, day, share, step_s, n, energy_mj, util_gpu_us, util_n FROM ({sql})");
-        run_query(&ctx, "gpu_buckets.sql", &wrapped, window_params(window)).await.unwrap()
+        let wrapped = format!(
+            "SELECT cluster, {labels}, node, gpu_model, mig_profile, CAST(bucket AS TIMESTAMP(3)) AS bucket, day, share, step_s, n, energy_mj, util_gpu_us, util_n FROM ({sql})"
+        );
+        run_query(&ctx, file, &wrapped, window_params(window)).await.unwrap()
     });
     rows(&want).into_iter().map(|r| r.replace("T", " ")).collect()
 }
@@ -175,10 +183,20 @@ fn bucket_pass_equals_the_group_by() {
         assert_eq!((got.rollup_days, got.scanned_days.clone()), (2, vec![day(1)]), "days 2 and 3 from rollups");
         assert_same(&want, &pass_rows(&got), &format!("{threads} threads"));
     }
+    // The same per pod (the `pod_buckets` rollup): one level finer, rows no pod held kept.
+    let want_pods = sql_sums(&rt, &lake, &window, "pod_buckets.sql", "namespace, pod");
+    assert!(want_pods.len() > want.len(), "per pod, more groups: {} vs {}", want_pods.len(), want.len());
+    let got = gpu_buckets::scan_pods(&lake, &window, 3).unwrap();
+    assert_eq!((got.rollup_days, got.scanned_days.clone()), (2, vec![day(1)]), "pods: days 2 and 3 from rollups");
+    assert_same(&want_pods, &pass_rows(&got), "pods");
     std::fs::remove_dir_all(lake.root().join(rollup::DIR)).unwrap();
+    std::fs::remove_dir_all(rollup::kind_dir(&lake, rollup::POD_BUCKETS)).unwrap();
     let got = gpu_buckets::scan(&lake, &window, 2).unwrap();
     assert_eq!((got.rollup_days, got.scanned_days.len()), (0, 3));
     assert_same(&want, &pass_rows(&got), "without rollups");
+    let got = gpu_buckets::scan_pods(&lake, &window, 2).unwrap();
+    assert_eq!((got.rollup_days, got.scanned_days.len()), (0, 3));
+    assert_same(&want_pods, &pass_rows(&got), "pods without rollups");
 }
 
 /// A rollup is used only while it matches the day's samples: one copied from another day, or

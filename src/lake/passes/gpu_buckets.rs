@@ -26,3 +26,9 @@ pub type GpuBuckets = super::rolled::Sums;
 pub fn scan(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, BucketError> {
     super::rolled::scan::<BucketSums>(lake, rollup::GPU_BUCKETS, window, threads)
 }
+
+/// The same sums per pod too (`pod_buckets`' rows: the pod after the namespace, null where no
+/// pod held the GPU).
+pub fn scan_pods(lake: &Lake, window: &Window, threads: usize) -> Result<GpuBuckets, BucketError> {
+    super::rolled::scan::<BucketSums<true>>(lake, rollup::POD_BUCKETS, window, threads)
+}

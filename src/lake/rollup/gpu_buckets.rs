@@ -7,6 +7,9 @@
 //! the chargeback's pass over day files that have no current rollup (`lake::passes::gpu_buckets`).
 //! Both fold batches into `BucketSums` here, so they cannot differ. The same in SQL is
 //! `benches/sql/gpu_buckets.sql` (DuckDB's side of the benchmark, and the tests' oracle).
+//!
+//! The same fold one level finer, per pod (`BucketSums<true>`), is the `pod_buckets` rollup
+//! (`pod_buckets.rs`): the chargeback's rows by a key of each pod are priced from it.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -62,10 +65,19 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
+/// `schema()` with the pod after the namespace: the `pod_buckets` rollup's.
+pub fn pod_schema() -> SchemaRef {
+    let mut fields: Vec<Arc<Field>> = schema().fields().iter().cloned().collect();
+    fields.insert(2, Arc::new(Field::new("pod", label_type(), true)));
+    Arc::new(Schema::new(fields))
+}
+
 #[derive(Hash, PartialEq, Eq, Clone, Copy)]
 struct Key {
     cluster: u32,
     ns: u32,
+    /// The pod's id in the per-pod sums (`POD`), else always `NULL_ID`.
+    pod: u32,
     node: u32,
     model: u32,
     profile: u32,
@@ -82,9 +94,10 @@ struct Sums {
     util_n: i64,
 }
 
-/// Per-group sums of the rows folded in (one per thread; label ids from a shared `Interner`).
+/// Per-group sums of the rows folded in (one per thread; label ids from a shared `Interner`);
+/// with `POD`, per pod too (the `pod_buckets` rollup).
 #[derive(Default)]
-pub struct BucketSums {
+pub struct BucketSums<const POD: bool = false> {
     index: HashMap<Key, usize>,
     keys: Vec<Key>,
     sums: Vec<Sums>,
@@ -92,12 +105,13 @@ pub struct BucketSums {
     pub rows: u64,
 }
 
-impl BucketSums {
+impl<const POD: bool> BucketSums<POD> {
     /// Folds the rows of `b` (from `path`, for messages) with `ts` in `[start_ms, end_ms)`.
     pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
         let (node, model, profile, ns) = (dict(b, path, "node")?, dict(b, path, "gpu_model")?, dict(b, path, "mig_profile")?, dict(b, path, "namespace")?);
         let cluster = dict(b, path, "cluster")?;
-        let (node_ids, model_ids, profile_ids, ns_ids, cluster_ids, default_cluster) = {
+        let pod = if POD { Some(dict(b, path, "pod")?) } else { None };
+        let (node_ids, model_ids, profile_ids, ns_ids, cluster_ids, pod_ids, default_cluster) = {
             let mut s = strings.lock().expect("interner lock");
             (
                 s.map_values(&node),
@@ -105,6 +119,7 @@ impl BucketSums {
                 s.map_values(&profile),
                 s.map_values(&ns),
                 s.map_values(&cluster),
+                pod.as_ref().map(|p| s.map_values(p)),
                 s.id(crate::domain::units::DEFAULT_CLUSTER),
             )
         };
@@ -129,6 +144,10 @@ impl BucketSums {
                     id => id,
                 },
                 ns: row_id(&ns, &ns_ids, i),
+                pod: match (&pod, &pod_ids) {
+                    (Some(p), Some(ids)) => row_id(p, ids, i),
+                    _ => NULL_ID,
+                },
                 node: row_id(&node, &node_ids, i),
                 model: row_id(&model, &model_ids, i),
                 profile: row_id(&profile, &profile_ids, i),
@@ -164,11 +183,11 @@ impl BucketSums {
     /// The groups of `parts` (folded from disjoint days, so disjoint groups) as one batch of
     /// `schema()`, sorted by the labels' text (nulls first), bucket, share and step: the same
     /// table every run, whatever thread read which file.
-    pub fn finish(parts: &[BucketSums], strings: &Interner) -> RecordBatch {
+    pub fn finish(parts: &[BucketSums<POD>], strings: &Interner) -> RecordBatch {
         let mut all: Vec<(Key, Sums)> = parts.iter().flat_map(|g| g.keys.iter().copied().zip(g.sums.iter().copied())).collect();
         let rank = strings.ranks();
         let r = |id: u32| if id == NULL_ID { 0 } else { rank[id as usize] };
-        all.sort_by_key(|(k, _)| (r(k.cluster), r(k.ns), r(k.node), r(k.model), r(k.profile), k.bucket, k.share, k.step_s));
+        all.sort_by_key(|(k, _)| (r(k.cluster), r(k.ns), r(k.pod), r(k.node), r(k.model), r(k.profile), k.bucket, k.share, k.step_s));
         // Labels as dictionaries over the interner's names (ids are the keys): the pricing joins
         // then carry 4-byte keys, not strings, through every row they copy.
         let names: ArrayRef = Arc::new((0..strings.len() as u32).map(|id| strings.name(id)).collect::<StringArray>());
@@ -176,7 +195,7 @@ impl BucketSums {
             let keys: Int32Array = all.iter().map(|(k, _)| f(k)).map(|id| (id != NULL_ID).then_some(id as i32)).collect();
             Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::clone(&names)).expect("label ids index the names"))
         };
-        let columns: Vec<ArrayRef> = vec![
+        let mut columns: Vec<ArrayRef> = vec![
             col_str(&|k| k.cluster),
             col_str(&|k| k.ns),
             col_str(&|k| k.node),
@@ -191,6 +210,11 @@ impl BucketSums {
             Arc::new(all.iter().map(|(_, s)| s.util_gpu_us).collect::<Int64Array>()),
             Arc::new(all.iter().map(|(_, s)| s.util_n).collect::<Int64Array>()),
         ];
+        if POD {
+            // After the namespace, as `pod_buckets::schema()` has it.
+            columns.insert(2, col_str(&|k| k.pod));
+            return RecordBatch::try_new(pod_schema(), columns).expect("pod bucket columns match their schema");
+        }
         RecordBatch::try_new(schema(), columns).expect("bucket columns match their schema")
     }
 }
@@ -198,12 +222,12 @@ impl BucketSums {
 /// The sums of one whole batch of `gpu_samples` rows (a day file as the writer publishes it).
 pub fn sum_batch(path: &Path, batch: &RecordBatch) -> Result<RecordBatch, BucketError> {
     let strings = Mutex::new(Interner::default());
-    let mut sums = BucketSums::default();
+    let mut sums = BucketSums::<false>::default();
     sums.add(&strings, path, batch, i64::MIN, i64::MAX)?;
     Ok(BucketSums::finish(&[sums], &strings.into_inner().expect("interner lock")))
 }
 
-impl DaySums for BucketSums {
+impl DaySums for BucketSums<false> {
     const KIND: Kind = KIND;
     const COLUMNS: &'static [&'static str] = &COLUMNS;
     fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
@@ -221,7 +245,7 @@ impl DaySums for BucketSums {
 /// counts in the file's key/value metadata.
 #[derive(Default)]
 pub struct Day {
-    buckets: BucketSums,
+    buckets: BucketSums<false>,
     counts: DayCounts,
 }
 

@@ -10,6 +10,8 @@
 //! - `idle_holdings` and `idle_stretches` of `gpu_samples`: per GPU unit and pod, the day's
 //!   allocated-but-idle counters and the idle runs cut by its edges, and the runs inside it
 //!   (`idle`, at the default threshold; merged across days by the idle report);
+//! - `pod_buckets` of `gpu_samples`: `gpu_buckets` per pod too (the chargeback by a key of each
+//!   pod: workload, queue, label);
 //! - `pending_buckets` of `pending_samples`: pending pod- and GPU-time per namespace, priority
 //!   class, GPU resource and bucket (the queue and quota reviews).
 //!
@@ -44,6 +46,7 @@ pub mod idle;
 mod kind;
 pub mod namespace_gpus;
 pub mod pending_buckets;
+pub mod pod_buckets;
 pub mod sums;
 pub mod unallocated_units;
 
@@ -62,7 +65,8 @@ use crate::lake::writer::WriteError;
 use kind::KEY_DAY_COUNTS;
 
 /// Every rollup, each a file of this folder: the one list of them.
-pub const ROLLUPS: [&DayRollup; 5] = [&gpu_buckets::ROLLUP, &namespace_gpus::ROLLUP, &unallocated_units::ROLLUP, &idle::ROLLUP, &pending_buckets::ROLLUP];
+pub const ROLLUPS: [&DayRollup; 6] =
+    [&gpu_buckets::ROLLUP, &namespace_gpus::ROLLUP, &unallocated_units::ROLLUP, &idle::ROLLUP, &pod_buckets::ROLLUP, &pending_buckets::ROLLUP];
 
 /// The kinds by their files' names.
 pub const GPU_BUCKETS: Kind = gpu_buckets::KIND;
@@ -71,6 +75,7 @@ pub const UNALLOCATED_UNITS: Kind = unallocated_units::KIND;
 pub const IDLE_HOLDINGS: Kind = idle::HOLDINGS;
 pub const IDLE_STRETCHES: Kind = idle::STRETCHES;
 pub const PENDING_BUCKETS: Kind = pending_buckets::KIND;
+pub const POD_BUCKETS: Kind = pod_buckets::KIND;
 
 /// Every kind, in `ROLLUPS`' order.
 pub fn kinds() -> impl Iterator<Item = Kind> {
@@ -415,6 +420,6 @@ mod list_tests {
         }
         assert_eq!(of_rollups, SOURCES.to_vec());
         let names: Vec<&str> = kinds().map(|k| k.name()).collect();
-        assert_eq!(names, ["gpu_buckets", "namespace_gpus", "unallocated_units", "idle_holdings", "idle_stretches", "pending_buckets"]);
+        assert_eq!(names, ["gpu_buckets", "namespace_gpus", "unallocated_units", "idle_holdings", "idle_stretches", "pod_buckets", "pending_buckets"]);
     }
 }

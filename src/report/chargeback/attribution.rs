@@ -4,8 +4,8 @@
 //! the pool) to the unit.
 //!
 //! - GPU time a sample measured goes to the pod that held the GPU: the samples are summed per
-//!   pod as the chargeback's step 1 sums them per namespace (`queries/chargeback_pod_buckets.sql`)
-//!   and priced by the same `chargeback_grain.sql`, so each pod's GPU time, energy, GPU cost,
+//!   pod as the chargeback's step 1 sums them per namespace (the `pod_buckets` rollup, or a pass
+//!   over the samples of days without one) and priced by the same `chargeback_grain.sql`, so each pod's GPU time, energy, GPU cost,
 //!   power cost (at its own buckets' tariff) and carbon are its own, and a namespace's pods' sum
 //!   is the namespace's step-1 row.
 //! - The rest of a namespace's row (GPU time charged by request where no sample measured it,
@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 
-use super::compute::{price_buckets, raw};
+use super::compute::{raw, step1};
 use super::consts::{R, RAW_PER_UNIT};
 use super::model::{Chargeback, NamespaceCharge, Quantities};
 use crate::config::CostBasis;
@@ -27,7 +27,7 @@ use crate::domain::charge_by::ChargeBy;
 use crate::domain::money::split;
 use crate::domain::units::{UNALLOCATED, UNATTRIBUTED, UNMEASURED};
 use crate::domain::window::Window;
-use crate::engine::{run_query, run_query_schema, str_param};
+use crate::engine::{run_query, str_param};
 use crate::queries::Queries;
 use crate::report::columns::{decimals, floats, ints, millis, strs, window_params};
 use crate::report::{ReportError, Result};
@@ -44,6 +44,9 @@ fn shape(detail: impl Into<String>) -> ReportError {
 pub struct Attribution {
     /// Per (cluster, namespace): each key's part; the parts sum to the namespace's quantities.
     pub per_namespace: BTreeMap<(String, String), BTreeMap<String, Quantities>>,
+    /// The same per detail row (cluster, namespace, GPU model, MIG profile, date): the FOCUS
+    /// export's lines by key. Summed over rows they are `per_namespace`.
+    pub per_row: BTreeMap<DetailAt, BTreeMap<String, Quantities>>,
     /// Pods (by cluster, namespace and name) that held a GPU or ran in the window, with a value
     /// of the key and without one.
     pub pods_keyed: usize,
@@ -126,7 +129,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, c
             continue;
         }
         let at = (d.cluster.clone(), d.namespace.clone(), d.gpu_model.clone(), d.mig_profile.clone(), d.date.clone());
-        let parts = out.per_namespace.entry((d.cluster.clone(), d.namespace.clone())).or_default();
+        let parts = out.per_row.entry(at.clone()).or_default();
         let mut rest = d.q.clone();
         if let Some(m) = measured.get(&at) {
             for (k, q) in m {
@@ -147,6 +150,12 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, c
         let asked = requests.get(&(d.cluster.clone(), d.namespace.clone(), d.date.clone()));
         for (k, q) in split_by_requests(&rest, asked) {
             parts.entry(k).or_default().add(&q);
+        }
+    }
+    for ((c, ns, ..), parts) in &out.per_row {
+        let whole = out.per_namespace.entry((c.clone(), ns.clone())).or_default();
+        for (k, q) in parts {
+            whole.entry(k.clone()).or_default().add(q);
         }
     }
     // The split must give back every namespace's quantities to the unit; a row that does not is
@@ -183,7 +192,9 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, c
     Ok(out)
 }
 
-type MeasuredAt = (String, String, Option<String>, Option<String>, String);
+/// A detail row's identity: cluster, namespace, GPU model, MIG profile, date.
+pub type DetailAt = (String, String, Option<String>, Option<String>, String);
+type MeasuredAt = DetailAt;
 
 /// The per-pod step 1, priced: per (cluster, namespace, model, profile, date), each key's part.
 async fn measured_parts(
@@ -192,27 +203,8 @@ async fn measured_parts(
     window: &Window,
     key_of: &mut dyn FnMut(&str, &str, &str) -> String,
 ) -> Result<BTreeMap<MeasuredAt, BTreeMap<String, Quantities>>> {
-    let threads = ctx.state().config().target_partitions();
-    let (_, buckets) = run_query_schema(ctx, "chargeback_pod_buckets", &queries.get("chargeback_pod_buckets")?, window_params(window)).await?;
-    let target = crate::lake::passes::gpu_buckets::schema();
-    let mut batches = Vec::with_capacity(buckets.len());
-    for b in &buckets {
-        let columns = target
-            .fields()
-            .iter()
-            .map(|f| {
-                let c = b.column_by_name(f.name()).ok_or_else(|| shape(format!("chargeback_pod_buckets without {}", f.name())))?;
-                arrow::compute::cast(c, f.data_type()).map_err(|source| ReportError::Arrow { report: R, source })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let batch = RecordBatch::try_new(target.clone(), columns).map_err(|source| ReportError::Arrow { report: R, source })?;
-        batches.push(match crate::engine::session_cluster(ctx) {
-            Some(c) => crate::report::gpu_buckets::of_cluster(&batch, &c, R)?,
-            None => batch,
-        });
-    }
     // Priced only: the conservation line is the namespace chargeback's.
-    let (_, priced, _) = price_buckets(ctx, queries, window, batches, threads, false).await?;
+    let (_, priced, _) = step1(ctx, queries, window, ("pod_buckets", pod_buckets), false).await?;
     let mut out: BTreeMap<MeasuredAt, BTreeMap<String, Quantities>> = BTreeMap::new();
     for b in &priced {
         let (c, ns, model, profile, date) =
@@ -244,6 +236,60 @@ async fn measured_parts(
         }
     }
     Ok(out)
+}
+
+/// The window's `pod_buckets` as `gpu_buckets`' rows, the namespace column carrying
+/// `<namespace>` U+001F `<pod>`: priced by step 1 as a namespace's rows are. Rows no pod's
+/// namespace held (unallocated GPU time) are left out.
+fn pod_buckets(lake: &crate::lake::Lake, window: &Window, threads: usize) -> Result<crate::lake::passes::gpu_buckets::GpuBuckets> {
+    let mut sums = crate::lake::passes::gpu_buckets::scan_pods(lake, window, threads)?;
+    sums.batches =
+        sums.batches.iter().map(pods_as_namespaces).collect::<std::result::Result<_, _>>().map_err(|source| ReportError::Arrow { report: R, source })?;
+    Ok(sums)
+}
+
+/// A `pod_buckets` batch as `gpu_buckets`' schema: `namespace` U+001F `pod` in the namespace
+/// column (a dictionary of the pairs present), rows with a null namespace dropped.
+fn pods_as_namespaces(b: &RecordBatch) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
+    use arrow::array::{Array, AsArray, DictionaryArray, Int32Array, StringArray};
+    use arrow::datatypes::Int32Type;
+    let label = |name: &str| -> std::result::Result<&DictionaryArray<Int32Type>, arrow::error::ArrowError> {
+        b.column_by_name(name)
+            .and_then(|c| c.as_dictionary_opt::<Int32Type>())
+            .ok_or_else(|| arrow::error::ArrowError::SchemaError(format!("pod_buckets without the label {name}")))
+    };
+    let (ns, pod) = (label("namespace")?, label("pod")?);
+    let (ns_names, pod_names) = (ns.values().as_string::<i32>(), pod.values().as_string::<i32>());
+    let mut pairs: HashMap<(i32, i32), i32> = HashMap::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut keep: Vec<u32> = Vec::new();
+    let mut keys: Vec<i32> = Vec::new();
+    for i in 0..b.num_rows() {
+        if ns.is_null(i) {
+            continue;
+        }
+        let (n, p) = (ns.keys().value(i), if pod.is_null(i) { -1 } else { pod.keys().value(i) });
+        let key = *pairs.entry((n, p)).or_insert_with(|| {
+            let pod_name = if p < 0 { "" } else { pod_names.value(p as usize) };
+            names.push(format!("{}{POD_SEP}{pod_name}", ns_names.value(n as usize)));
+            names.len() as i32 - 1
+        });
+        keep.push(i as u32);
+        keys.push(key);
+    }
+    let kept = arrow::compute::take_record_batch(b, &arrow::array::UInt32Array::from(keep))?;
+    let combined: arrow::array::ArrayRef =
+        std::sync::Arc::new(DictionaryArray::<Int32Type>::try_new(Int32Array::from(keys), std::sync::Arc::new(StringArray::from(names)))?);
+    let target = crate::lake::passes::gpu_buckets::schema();
+    let columns = target
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "namespace" => Ok(combined.clone()),
+            name => kept.column_by_name(name).cloned().ok_or_else(|| arrow::error::ArrowError::SchemaError(format!("pod_buckets without {name}"))),
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(target, columns)
 }
 
 fn minus(a: &Quantities, b: &Quantities) -> Quantities {

@@ -10,6 +10,7 @@ use super::model::*;
 use crate::domain::window::Window;
 use crate::engine::str_param;
 use crate::engine::{run_query, QueryTask};
+use crate::lake::passes::gpu_buckets::GpuBuckets;
 use crate::queries::Queries;
 use crate::report::columns::{decimals, floats, ints, strs, window_params};
 use crate::report::{ReportError, Result};
@@ -60,26 +61,28 @@ pub(super) async fn price_buckets(
     Ok((schema, priced, (one("gpu_us")?, one("energy_mj")?, one("rows")?)))
 }
 
-/// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
-pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
-    // Step 1: gpu_samples summed per 15-minute bucket (the lake's rollups, or a pass over the
-    // samples of days without a current one) a week at a time, priced in SQL and totalled for
-    // the conservation line in batches of up to PRICE_BATCH_ROWS bucket rows (its rows are per
-    // day, so the batches only add up); step 2 reads the (small) priced result as a table.
+/// Which sums step 1 prices: `gpu_sample`'s rows summed per namespace (`namespace_buckets`) or
+/// per pod (the rows by a key of each pod), as the table `gpu_buckets`' schema.
+pub(super) type Step1Sums = fn(&crate::lake::Lake, &Window, usize) -> Result<GpuBuckets>;
+
+/// The namespaces' sums: the `gpu_buckets` rollups, or a pass over the samples of days without one.
+fn namespace_buckets(lake: &crate::lake::Lake, window: &Window, threads: usize) -> Result<GpuBuckets> {
+    Ok(crate::lake::passes::gpu_buckets::scan(lake, window, threads)?)
+}
+
+/// Step 1: the sums `scan` makes a week at a time (`what` names them in the log), priced in SQL (`price_buckets`) and, with
+/// `totals`, totalled for the conservation line, in batches of up to PRICE_BATCH_ROWS bucket rows
+/// (its rows are per day, so the batches only add up): the priced rows, their schema and the
+/// (GPU-us, mJ, rows) totals.
+pub(super) async fn step1(
+    ctx: &SessionContext,
+    queries: &Queries,
+    window: &Window,
+    (what, scan): (&'static str, Step1Sums),
+    totals: bool,
+) -> Result<(datafusion::arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>, (i64, i64, i64))> {
     let t = std::time::Instant::now();
     let lake = crate::engine::session_lake(ctx).ok_or_else(|| shape("the session has no lake to scan"))?;
-    // The queries that do not read step 1's result run beside it, each on a task of its own:
-    // on two cores they are planned while step 1 reads and prices.
-    let runs_task = QueryTask::spawn(ctx, "pod_run_days", queries.get("pod_run_days")?, window_params(window));
-    let owners_task = QueryTask::spawn(ctx, "namespace_owners", queries.get("namespace_owners")?, vec![]);
-    let gpus_task = QueryTask::spawn(ctx, "cluster_gpus", queries.get("cluster_gpus")?, window_params(window));
-    let days = window.whole_days();
-    let counters_task = match days {
-        Some((first, last)) => {
-            Some(QueryTask::spawn(ctx, "energy_counters", queries.get("energy_counters")?, vec![str_param(day(first)), str_param(day(last))]))
-        }
-        None => None,
-    };
     let threads = ctx.state().config().target_partitions();
     let mut schema = None;
     let mut grain = Vec::new();
@@ -102,7 +105,7 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
     for (i, piece) in pieces.iter().enumerate() {
         let (lake, scan_window, classes) = (lake.clone(), *piece, classes.clone());
         let buckets = tokio::task::spawn_blocking(move || -> Result<_> {
-            let mut buckets = crate::lake::passes::gpu_buckets::scan(&lake, &scan_window, threads)?;
+            let mut buckets = scan(&lake, &scan_window, threads)?;
             if let Some(classes) = classes {
                 buckets.batches =
                     buckets.batches.iter().map(|b| classes.merge(b)).collect::<Result<_, _>>().map_err(|source| ReportError::Arrow { report: R, source })?;
@@ -112,7 +115,8 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
         .await
         .map_err(|source| ReportError::PassStopped { report: R, pass: "the GPU row pass", source })??;
         tracing::debug!(
-            "gpu_buckets {}: {} rows into {} buckets ({} days from rollups, samples read for {:?}) at {:.2}s",
+            "{} {}: {} rows into {} buckets ({} days from rollups, samples read for {:?}) at {:.2}s",
+            what,
             piece.label(),
             buckets.rows,
             buckets.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
@@ -133,14 +137,37 @@ pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -
             continue;
         }
         let priced_window = Window { start: gathered_from, end: piece.end };
-        let (s, batches, totals) = price_buckets(ctx, queries, &priced_window, std::mem::take(&mut gathered), threads, true).await?;
+        let (s, batches, summed) = price_buckets(ctx, queries, &priced_window, std::mem::take(&mut gathered), threads, totals).await?;
         tracing::debug!("priced {} bucket rows of {} at {:.2}s", rows, priced_window.label(), t.elapsed().as_secs_f64());
         gathered_from = piece.end;
         schema.get_or_insert(s);
         grain.extend(batches);
-        cluster = (cluster.0 + totals.0, cluster.1 + totals.1, cluster.2 + totals.2);
+        cluster = (cluster.0 + summed.0, cluster.1 + summed.1, cluster.2 + summed.2);
     }
     let schema = schema.ok_or_else(|| shape("an empty window"))?;
+    Ok((schema, grain, cluster))
+}
+
+/// Runs the detail SQL, the teams lookup and the independent cluster-total scan for `window`.
+pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window) -> Result<Chargeback> {
+    // Step 1: gpu_samples summed per 15-minute bucket (the lake's rollups, or a pass over the
+    // samples of days without a current one) a week at a time, priced in SQL and totalled for
+    // the conservation line in batches of up to PRICE_BATCH_ROWS bucket rows (its rows are per
+    // day, so the batches only add up); step 2 reads the (small) priced result as a table.
+    let t = std::time::Instant::now();
+    // The queries that do not read step 1's result run beside it, each on a task of its own:
+    // on two cores they are planned while step 1 reads and prices.
+    let runs_task = QueryTask::spawn(ctx, "pod_run_days", queries.get("pod_run_days")?, window_params(window));
+    let owners_task = QueryTask::spawn(ctx, "namespace_owners", queries.get("namespace_owners")?, vec![]);
+    let gpus_task = QueryTask::spawn(ctx, "cluster_gpus", queries.get("cluster_gpus")?, window_params(window));
+    let days = window.whole_days();
+    let counters_task = match days {
+        Some((first, last)) => {
+            Some(QueryTask::spawn(ctx, "energy_counters", queries.get("energy_counters")?, vec![str_param(day(first)), str_param(day(last))]))
+        }
+        None => None,
+    };
+    let (schema, grain, cluster) = step1(ctx, queries, window, ("gpu_buckets", namespace_buckets), true).await?;
     let grain_rows: usize = grain.iter().map(|b| b.num_rows()).sum();
     crate::engine::register_batches(ctx, "chargeback_grain", schema, vec![grain])?;
     tracing::debug!("chargeback_grain: {} rows in {:.2}s", grain_rows, t.elapsed().as_secs_f64());
