@@ -5,9 +5,11 @@ use super::context::*;
 
 pub(super) async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
-    if args.by.is_per_pod() && !matches!(args.kind, report::ReportKind::Chargeback | report::ReportKind::Focus) {
+    if args.by.is_per_pod()
+        && !matches!(args.kind, report::ReportKind::Chargeback | report::ReportKind::ChargebackModels | report::ReportKind::Focus | report::ReportKind::Idle)
+    {
         return Err(UsageError(format!(
-            "report {} takes --by namespace, team, cost-centre or cluster; --by {} (a key of each pod) is taken by the chargeback and focus so far",
+            "report {} takes --by namespace, team, cost-centre or cluster; --by {} (a key of each pod) is taken by chargeback, chargeback-models, focus and idle so far",
             args.kind.name(),
             args.by
         ))

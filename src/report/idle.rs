@@ -2,19 +2,23 @@
 //! - `idle`: allocated-but-idle GPU-hours per pod (utilisation under `idle.util_threshold_pct`
 //!   for at least `idle.min_minutes` at a stretch) and what they cost;
 //! - `idle_namespaces`: the same per namespace;
+//! - `idle_by_key`, by a key of each pod (`--by workload`, `queue`, `label:KEY`, ...): the same
+//!   per value of the key (pods without one are `__unattributed__`), with the per-pod rows
+//!   naming each pod's value;
 //! - `idle_unallocated`: GPU-hours no pod held, per node and model, at list price;
 //! - `idle_zombie`: framebuffer held with no pod and 0 % utilisation (a process outliving its
 //!   pod), per GPU;
 //! - `idle_starved`: data-starved jobs, whose utilisation keeps dropping to idle and back:
 //!   10-60 % of their steps idle, in at least 3 separate drops.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use arrow::array::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::prelude::SessionContext;
 use serde_json::Map;
 
+use super::chargeback::{pod_values, ChargeBy, UNATTRIBUTED};
 use super::columns::{decimals, ints, millis, money_from_us, rfc3339, strs, texts, window_params};
 use super::render::{Cell, Report};
 use super::{ReportError, Result};
@@ -53,6 +57,8 @@ fn pct(num: i64, den: i64) -> Cell {
 struct PodIdle {
     ns: String,
     pod: String,
+    /// Its value of a key of each pod (`--by`), else empty.
+    key: String,
     model: String,
     held: i64,
     steps: i64,
@@ -74,6 +80,16 @@ struct NamespaceIdle {
     cost: i128,
     edge_in: i64,
     edge_out: i64,
+}
+
+impl NamespaceIdle {
+    fn add(&mut self, idle: i64, held: i64, cost: i128, edge_in: i64, edge_out: i64) {
+        self.idle += idle;
+        self.held += held;
+        self.cost += cost;
+        self.edge_in += edge_in;
+        self.edge_out += edge_out;
+    }
 }
 
 impl PodIdle {
@@ -115,7 +131,7 @@ pub async fn pod_idle(ctx: &SessionContext, queries: &Queries, window: &Window, 
     Ok(result?)
 }
 
-pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window) -> Result<Vec<Report>> {
+pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, window: &Window, by: &ChargeBy) -> Result<Vec<Report>> {
     let mut params = window_params(window);
     params.push(ScalarValue::Float64(Some(config.idle.util_threshold_pct)));
     params.push(ScalarValue::Int64(Some(config.idle.min_minutes as i64 * 60)));
@@ -125,6 +141,19 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
 
     let rule = IdleRule { util_threshold_pct: config.idle.util_threshold_pct, min_secs: config.idle.min_minutes as i64 * 60 };
     let pod_rows = pod_idle(ctx, queries, window, rule, params.clone()).await?;
+    // By a key of each pod: each pod's value (idle rows name no cluster: a pod name in two
+    // clusters' namespaces of one name takes the first cluster's value).
+    let per_pod = by.is_per_pod();
+    let mut values: HashMap<(String, String), String> = HashMap::new();
+    if per_pod {
+        let mut all: Vec<_> = pod_values(ctx, queries, window, by).await?.values.into_iter().collect();
+        all.sort();
+        for ((_, ns, pod), v) in all {
+            values.entry((ns, pod)).or_insert(v);
+        }
+    }
+    let mut by_key: BTreeMap<String, (NamespaceIdle, BTreeSet<String>)> = BTreeMap::new();
+    let (mut pods_keyed, mut pods_unkeyed) = (0usize, 0usize);
     // A month of 10,000 GPUs has over a million pods: each row is summed into its namespace,
     // and only the pods a section lists (idle at all, or starved) are kept.
     let mut pods = Vec::new();
@@ -151,14 +180,26 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
                 by_ns.insert(namespace.to_string(), NamespaceIdle::default());
             }
             let e = by_ns.get_mut(namespace).expect("inserted above");
-            e.idle += idle;
-            e.held += held;
-            e.cost += cost;
-            e.edge_in += edge_in;
-            e.edge_out += edge_out;
+            e.add(idle, held, cost, edge_in, edge_out);
+            let key = match per_pod {
+                true => {
+                    let v = values.get(&(namespace.to_string(), text(&pod, i)));
+                    match v {
+                        Some(_) => pods_keyed += 1,
+                        None => pods_unkeyed += 1,
+                    }
+                    let k = v.cloned().unwrap_or_else(|| UNATTRIBUTED.to_string());
+                    let g = by_key.entry(k.clone()).or_default();
+                    g.0.add(idle, held, cost, edge_in, edge_out);
+                    g.1.insert(namespace.to_string());
+                    k
+                }
+                false => String::new(),
+            };
             let p = PodIdle {
                 ns: String::new(),
                 pod: String::new(),
+                key,
                 model: String::new(),
                 held,
                 steps: steps[i].unwrap_or(0),
@@ -186,7 +227,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
         hours(edge_in_total).text(),
         hours(edge_out_total).text()
     );
-    let idle = Report {
+    let mut idle = Report {
         name: "idle".into(),
         title: format!("Allocated but idle GPUs {label}"),
         columns: [
@@ -241,6 +282,64 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
         ],
         meta: Map::new(),
     };
+
+    // By a key of each pod: the pods' rows name their value, after the pod.
+    if per_pod {
+        idle.columns.insert(2, by.column());
+        for (row, p) in idle.rows.iter_mut().zip(&offenders) {
+            row.insert(2, Cell::Str(p.key.clone()));
+        }
+        if let Some(t) = idle.total.as_mut() {
+            t.insert(2, Cell::Null);
+        }
+    }
+    let by_key_section = per_pod.then(|| {
+        let mut rows: Vec<(String, (NamespaceIdle, BTreeSet<String>))> = by_key.into_iter().collect();
+        rows.sort_by(|a, b| b.1 .0.idle.cmp(&a.1 .0.idle).then(a.0.cmp(&b.0)));
+        let total = rows.iter().fold(NamespaceIdle::default(), |mut t, (_, (n, _))| {
+            t.add(n.idle, n.held, n.cost, n.edge_in, n.edge_out);
+            t
+        });
+        Report {
+            name: "idle_by_key".into(),
+            title: format!("Allocated but idle GPU time by {} {label}", by.words()),
+            columns: [by.column().as_str(), "namespaces", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_cost", "idle_gpu_hours_low", "idle_gpu_hours_high"]
+                .map(String::from)
+                .to_vec(),
+            rows: rows
+                .iter()
+                .map(|(k, (n, namespaces))| {
+                    vec![
+                        Cell::Str(k.clone()),
+                        Cell::Str(namespaces.iter().cloned().collect::<Vec<_>>().join(", ")),
+                        hours(n.idle),
+                        hours(n.held),
+                        pct(n.idle, n.held),
+                        money(n.cost),
+                        hours(n.idle - n.edge_in),
+                        hours(n.idle + n.edge_out),
+                    ]
+                })
+                .collect(),
+            total: Some(vec![
+                Cell::Str("total".into()),
+                Cell::Null,
+                hours(total.idle),
+                hours(total.held),
+                pct(total.idle, total.held),
+                money(total.cost),
+                hours(total.idle - total.edge_in),
+                hours(total.idle + total.edge_out),
+            ]),
+            notes: vec![
+                format!(
+                    "by {by}: {pods_keyed} pods that held a GPU with a value, {pods_unkeyed} without ({UNATTRIBUTED}); a pod's idle and held GPU time is its value's"
+                ),
+                band_note.clone(),
+            ],
+            meta: Map::new(),
+        }
+    });
 
     let mut ns_rows: Vec<(String, NamespaceIdle)> = by_ns.into_iter().collect();
     ns_rows.sort_by(|a, b| b.1.idle.cmp(&a.1.idle).then(a.0.cmp(&b.0)));
@@ -368,5 +467,5 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
         )],
         meta: Map::new(),
     };
-    Ok(vec![idle, namespaces, unallocated, zombie, starved])
+    Ok([Some(idle), Some(namespaces), by_key_section, Some(unallocated), Some(zombie), Some(starved)].into_iter().flatten().collect())
 }

@@ -202,7 +202,7 @@ async fn build_one(
             let before = previous_summary_figures(session, queries, config, window).await?;
             summary::build(&now, before.as_ref(), config)
         }
-        ReportKind::Idle => idle::build(session, queries, config, window).await?,
+        ReportKind::Idle => idle::build(session, queries, config, window, by).await?,
         ReportKind::Queue => queue::build(session, queries, window).await?,
         ReportKind::Quota => {
             let mut sections = vec![quota::build(session, queries, config, window).await?];
@@ -212,22 +212,19 @@ async fn build_one(
         ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
         ReportKind::Events => vec![events::build(session, queries, window).await?],
         ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],
-        ReportKind::Chargeback => {
+        ReportKind::Chargeback | ReportKind::ChargebackModels | ReportKind::Focus => {
             let cb = shared.chargeback(session, queries, window).await?;
+            // By a key of each pod, the namespaces' rows split between their pods' keys.
             let attribution = match by.is_per_pod() {
                 true => Some(chargeback::attribute(session, queries, window, &cb, by).await?),
                 false => None,
             };
-            vec![cb.to_report_by(config, by, attribution.as_ref())]
-        }
-        ReportKind::ChargebackModels => vec![chargeback_models::build(&*shared.chargeback(session, queries, window).await?, config, window)],
-        ReportKind::Focus => {
-            let cb = shared.chargeback(session, queries, window).await?;
-            let attribution = match by.is_per_pod() {
-                true => Some(chargeback::attribute(session, queries, window, &cb, by).await?),
-                false => None,
-            };
-            vec![focus::build(&cb, config, window, by, attribution.as_ref())]
+            let a = attribution.as_ref();
+            vec![match kind {
+                ReportKind::Chargeback => cb.to_report_by(config, by, a),
+                ReportKind::ChargebackModels => chargeback_models::build(&cb, config, window, by, a),
+                _ => focus::build(&cb, config, window, by, a),
+            }]
         }
         ReportKind::Completeness => vec![shared.completeness(session, queries, config, window).await?.to_report()],
     })

@@ -637,10 +637,34 @@ fn chargeback_by_workload_keeps_every_cent_and_charges_each_workload_its_request
     // A report that does not take a key of each pod yet says so (exit 2), naming those that do.
     let o = common::bin()
         .current_dir(m.dir.path())
-        .args(["--config", cfg.to_str().unwrap(), "report", "idle", "--month", "2026-10", "--by", "workload"])
+        .args(["--config", cfg.to_str().unwrap(), "report", "queue", "--month", "2026-10", "--by", "workload"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("report idle") && err.contains("chargeback and focus"), "{err}");
+    assert!(err.contains("report queue") && err.contains("chargeback, chargeback-models, focus and idle"), "{err}");
+
+    // By model: each workload's rows over its GPU models add up to its chargeback row's GPU
+    // time and cost (at the rows' rounding), and the total is the namespace chargeback's.
+    let models = |extra: &[&str]| -> Value {
+        let mut args = vec!["--config", cfg.to_str().unwrap(), "report", "chargeback-models", "--month", "2026-10", "--format", "json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&common::stdout(&common::run_ok(m.dir.path(), &args))).unwrap()
+    };
+    let (by_model, by_model_ns) = (models(&["--by", "workload"]), models(&[]));
+    for column in ["gpu_hours", "gpu_cost"] {
+        assert_eq!(by_model["total"][column], by_model_ns["total"][column], "by workload and model, the same total {column}");
+    }
+    let mut per: BTreeMap<String, (f64, f64, usize)> = BTreeMap::new();
+    for r in by_model["rows"].as_array().unwrap() {
+        let e = per.entry(r["workload"].as_str().unwrap().to_string()).or_default();
+        *e = (e.0 + num(&r["gpu_hours"]), e.1 + num(&r["gpu_cost"]), e.2 + 1);
+        assert!(!r["namespaces"].as_str().unwrap().is_empty());
+    }
+    for (w, (h, c, n)) in &per {
+        let row = &rows[w];
+        assert!((h - num(&row["gpu_hours"])).abs() <= 0.0001 * (*n as f64 + 1.0), "{w}: {h} GPU-h by model vs {}", row["gpu_hours"]);
+        assert!((c - num(&row["gpu_cost"])).abs() <= 0.01 * (*n as f64 + 1.0), "{w}: {c} by model vs {}", row["gpu_cost"]);
+    }
+    assert!(per.values().any(|p| p.2 > 1), "a workload on more than one GPU model or MIG profile");
 }

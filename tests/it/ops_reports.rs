@@ -205,6 +205,48 @@ fn held_hours(behavior: gpuledger::simulate::workload::Behavior, min_steps: usiz
     out
 }
 
+/// The idle report by workload: each planted idle pod's row names its workload (from the
+/// simulator's owners, not the lake), each workload's idle GPU-hours hold at least its planted
+/// idle pods' (other pods may idle too), and the rows by workload add up to the namespaces'.
+#[test]
+fn idle_by_workload_holds_each_planted_idle_pod_under_its_workload() {
+    use gpuledger::simulate::workload::Behavior;
+    let f = fixture();
+    let out = f.tmp.path().join("idle-by-workload");
+    let lake = f.tmp.path().join("d/lake");
+    common::run_ok(
+        f.tmp.path(),
+        &["--lake", lake.to_str().unwrap(), "report", "idle", "--month", "2026-10", "--by", "workload", "--format", "json", "-o", out.to_str().unwrap()],
+    );
+    let section = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap()).unwrap() };
+    let (pods, by_key, by_ns) = (section("idle"), section("idle_by_key"), section("idle_namespaces"));
+    let sim = simulation();
+    let owners = gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms());
+    let workload_of: std::collections::BTreeMap<(String, String), String> =
+        sim.schedule.pods.iter().zip(&owners).map(|(p, o)| ((sim.namespaces[p.ns].name.to_string(), p.name.clone()), o.workload_key())).collect();
+    let rows = pods["rows"].as_array().unwrap();
+    let keyed: std::collections::BTreeMap<String, f64> =
+        by_key["rows"].as_array().unwrap().iter().map(|r| (r["workload"].as_str().unwrap().to_string(), num(&r["idle_gpu_hours"]))).collect();
+    let mut want: std::collections::BTreeMap<String, (f64, usize)> = std::collections::BTreeMap::new();
+    for ((ns, pod), hours) in held_hours(Behavior::Idle, 60).iter().filter(|(_, h)| **h >= 1.0) {
+        let w = &workload_of[&(ns.clone(), pod.clone())];
+        for r in rows.iter().filter(|r| r["namespace"] == ns.as_str() && r["pod"] == pod.as_str()) {
+            assert_eq!(r["workload"], w.as_str(), "{ns}/{pod}");
+        }
+        let e = want.entry(w.clone()).or_default();
+        *e = (e.0 + hours, e.1 + 1);
+    }
+    assert!(want.len() >= 3, "planted idle pods in several workloads: {want:?}");
+    for (w, (hours, n)) in &want {
+        let got = keyed.get(w).unwrap_or_else(|| panic!("{w} has no idle row"));
+        assert!(*got >= hours - 0.5e-4 * (*n as f64 + 1.0), "{w}: {got} idle GPU-h, its planted idle pods alone {hours}");
+    }
+    assert!(!keyed.contains_key("__unattributed__"), "every GPU pod has a workload");
+    let sum = |v: &Value| -> f64 { v["rows"].as_array().unwrap().iter().map(|r| num(&r["idle_gpu_hours"])).sum() };
+    let (a, b) = (sum(&by_key), sum(&by_ns));
+    assert!((a - b).abs() <= 1e-4 * (keyed.len() + by_ns["rows"].as_array().unwrap().len()) as f64, "by workload {a} vs by namespace {b}");
+}
+
 #[test]
 fn idle_report_finds_the_planted_idle_pods_zombies_and_starved_jobs() {
     use gpuledger::simulate::workload::Behavior;

@@ -71,26 +71,39 @@ fn key_params(by: &ChargeBy) -> Result<(&'static str, String)> {
     })
 }
 
-/// Splits `cb`'s namespace rows between the pods' values of `by`.
-pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, cb: &Chargeback, by: &ChargeBy) -> Result<Attribution> {
-    let t = std::time::Instant::now();
+/// Each GPU pod's value of a key of its own (`queries/pod_keys.sql`), by (cluster, namespace,
+/// pod); a pod with none is absent. By workload, how a pod's workload was inferred where it was.
+#[derive(Debug, Default)]
+pub struct PodValues {
+    pub values: HashMap<(String, String, String), String>,
+    pub inferred: HashMap<(String, String, String), String>,
+}
+
+/// The pods' values of `by` (a key of each pod) in `window`.
+pub async fn pod_values(ctx: &SessionContext, queries: &Queries, window: &Window, by: &ChargeBy) -> Result<PodValues> {
     let (kind, key) = key_params(by)?;
     let mut params = window_params(window);
     params.extend([str_param(kind), str_param(key)]);
-    let mut keys: HashMap<(String, String, String), String> = HashMap::new();
-    let mut inferred_of: HashMap<(String, String, String), String> = HashMap::new();
+    let mut out = PodValues::default();
     for b in &run_query(ctx, "pod_keys", &queries.get("pod_keys")?, params).await? {
         let (c, ns, pod, value, inferred) =
             (strs(R, b, "cluster")?, strs(R, b, "namespace")?, strs(R, b, "pod")?, strs(R, b, "value")?, strs(R, b, "inferred")?);
         for i in 0..b.num_rows() {
             if let (Some(c), Some(ns), Some(pod), Some(v)) = (c[i].clone(), ns[i].clone(), pod[i].clone(), value[i].clone()) {
                 if let Some(why) = inferred[i].clone() {
-                    inferred_of.insert((c.clone(), ns.clone(), pod.clone()), why);
+                    out.inferred.insert((c.clone(), ns.clone(), pod.clone()), why);
                 }
-                keys.insert((c, ns, pod), v);
+                out.values.insert((c, ns, pod), v);
             }
         }
     }
+    Ok(out)
+}
+
+/// Splits `cb`'s namespace rows between the pods' values of `by`.
+pub async fn compute(ctx: &SessionContext, queries: &Queries, window: &Window, cb: &Chargeback, by: &ChargeBy) -> Result<Attribution> {
+    let t = std::time::Instant::now();
+    let PodValues { values: keys, inferred: inferred_of } = pod_values(ctx, queries, window, by).await?;
     let mut seen: HashMap<(String, String, String), bool> = HashMap::new();
     let key_of = |seen: &mut HashMap<(String, String, String), bool>, c: &str, ns: &str, pod: &str| -> String {
         let id = (c.to_string(), ns.to_string(), pod.to_string());

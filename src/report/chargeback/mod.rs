@@ -20,7 +20,7 @@ mod tariff_classes;
 
 pub use crate::domain::charge_by::ChargeBy;
 pub use crate::domain::units::{MJ_PER_KWH, UNALLOCATED, UNATTRIBUTED, UNMEASURED, US_PER_HOUR};
-pub use attribution::{compute as attribute, Attribution};
+pub use attribution::{compute as attribute, pod_values, Attribution, PodValues};
 pub use compute::compute;
 pub use consts::{MONEY_SCALE, POD_RUN_DAYS, RAW_PER_UNIT, STAGED, STEP2_PARTS, UNASSIGNED};
 pub use model::{Chargeback, CounterCheck, DetailRow, NamespaceCharge, Owner, Quantities, COUNTER_WORST};
