@@ -83,6 +83,11 @@ struct NamespaceIdle {
 }
 
 impl NamespaceIdle {
+    /// idle and held GPU-hours, idle %, idle cost, and the band's low and high.
+    fn cells(&self) -> Vec<Cell> {
+        vec![hours(self.idle), hours(self.held), pct(self.idle, self.held), money(self.cost), hours(self.idle - self.edge_in), hours(self.idle + self.edge_out)]
+    }
+
     fn add(&mut self, idle: i64, held: i64, cost: i128, edge_in: i64, edge_out: i64) {
         self.idle += idle;
         self.held += held;
@@ -308,29 +313,9 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
                 .to_vec(),
             rows: rows
                 .iter()
-                .map(|(k, (n, namespaces))| {
-                    vec![
-                        Cell::Str(k.clone()),
-                        Cell::Str(namespaces.iter().cloned().collect::<Vec<_>>().join(", ")),
-                        hours(n.idle),
-                        hours(n.held),
-                        pct(n.idle, n.held),
-                        money(n.cost),
-                        hours(n.idle - n.edge_in),
-                        hours(n.idle + n.edge_out),
-                    ]
-                })
+                .map(|(k, (n, namespaces))| [vec![Cell::Str(k.clone()), Cell::Str(namespaces.iter().cloned().collect::<Vec<_>>().join(", "))], n.cells()].concat())
                 .collect(),
-            total: Some(vec![
-                Cell::Str("total".into()),
-                Cell::Null,
-                hours(total.idle),
-                hours(total.held),
-                pct(total.idle, total.held),
-                money(total.cost),
-                hours(total.idle - total.edge_in),
-                hours(total.idle + total.edge_out),
-            ]),
+            total: Some([vec![Cell::Str("total".into()), Cell::Null], total.cells()].concat()),
             notes: vec![
                 format!(
                     "by {by}: {pods_keyed} pods that held a GPU with a value, {pods_unkeyed} without ({UNATTRIBUTED}); a pod's idle and held GPU time is its value's"
@@ -349,20 +334,7 @@ pub async fn build(ctx: &SessionContext, queries: &Queries, config: &Config, win
         columns: ["namespace", "idle_gpu_hours", "held_gpu_hours", "idle_pct", "idle_cost", "idle_gpu_hours_low", "idle_gpu_hours_high"]
             .map(String::from)
             .to_vec(),
-        rows: ns_rows
-            .iter()
-            .map(|(ns, n)| {
-                vec![
-                    Cell::Str(ns.to_string()),
-                    hours(n.idle),
-                    hours(n.held),
-                    pct(n.idle, n.held),
-                    money(n.cost),
-                    hours(n.idle - n.edge_in),
-                    hours(n.idle + n.edge_out),
-                ]
-            })
-            .collect(),
+        rows: ns_rows.iter().map(|(ns, n)| [vec![Cell::Str(ns.to_string())], n.cells()].concat()).collect(),
         total: None,
         notes: vec![band_note],
         meta: Map::new(),
