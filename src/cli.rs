@@ -279,9 +279,10 @@ pub struct ReportArgs {
     /// Write to this file instead of stdout.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Key the chargeback's rows: namespace (and cluster), team, cost-centre, cluster, or per
-    /// pod: workload, queue, cluster-queue, cohort, label:KEY, annotation:KEY (the chargeback
-    /// only; FOCUS takes namespace, team, cost-centre and cluster).
+    /// Key the report's rows: namespace (and cluster), team, cost-centre, cluster, or per pod:
+    /// workload, queue, cluster-queue, cohort, label:KEY, annotation:KEY. chargeback and focus
+    /// take every key, chargeback-models and idle namespace and the per-pod keys, the others
+    /// namespace only (another key is refused, exit 2).
     #[arg(long, default_value = "namespace")]
     pub by: crate::domain::charge_by::ChargeBy,
     /// With `--format table`: every column. Without it the table leaves out columns that are

@@ -5,15 +5,14 @@ use super::context::*;
 
 pub(super) async fn report_cmd(ctx: &Context_, args: ReportArgs) -> Result<()> {
     let window = window_of(&args.window)?;
-    if args.by.is_per_pod()
-        && !matches!(args.kind, report::ReportKind::Chargeback | report::ReportKind::ChargebackModels | report::ReportKind::Focus | report::ReportKind::Idle)
-    {
-        return Err(UsageError(format!(
-            "report {} takes --by namespace, team, cost-centre or cluster; --by {} (a key of each pod) is taken by chargeback, chargeback-models, focus and idle so far",
-            args.kind.name(),
-            args.by
-        ))
-        .into());
+    if !args.kind.takes(&args.by) {
+        // The reports that do group by it, from the one list of kinds.
+        let takers: Vec<String> = report::ReportKind::all().iter().filter(|k| k.takes(&args.by)).map(|k| k.cli_name()).collect();
+        let takers = match takers.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => takers.join(""),
+        };
+        return Err(UsageError(format!("report {} does not group by {}; --by {} is taken by {takers}", args.kind.cli_name(), args.by.words(), args.by)).into());
     }
     require_lake(&ctx.lake)?;
     refuse_output_in_lake(&ctx.lake, args.output.as_deref())?;

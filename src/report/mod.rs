@@ -63,6 +63,23 @@ impl ReportKind {
         clap::ValueEnum::to_possible_value(&self).expect("no report kind is hidden").get_name().to_string()
     }
 
+    /// Whether its rows follow `--by`: the chargeback and the FOCUS export by every key;
+    /// chargeback-models and idle by namespace or a key of each pod (workload, queue, label ...);
+    /// the others are by namespace (or not grouped) only.
+    pub fn takes(self, by: &ChargeBy) -> bool {
+        match self {
+            ReportKind::Chargeback | ReportKind::Focus => true,
+            ReportKind::ChargebackModels | ReportKind::Idle => *by == ChargeBy::Namespace || by.is_per_pod(),
+            ReportKind::Queue
+            | ReportKind::Quota
+            | ReportKind::Heatmap
+            | ReportKind::Events
+            | ReportKind::Inventory
+            | ReportKind::Completeness
+            | ReportKind::Summary => *by == ChargeBy::Namespace,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ReportKind::Chargeback => "chargeback",

@@ -642,7 +642,16 @@ fn chargeback_by_workload_keeps_every_cent_and_charges_each_workload_its_request
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("report queue") && err.contains("chargeback, chargeback-models, focus and idle"), "{err}");
+    assert!(err.contains("report queue does not group by workload") && err.contains("taken by chargeback, chargeback-models, idle and focus"), "{err}");
+    // Nor does a key a namespace maps to go where it is not honoured.
+    let o = common::bin()
+        .current_dir(m.dir.path())
+        .args(["--config", cfg.to_str().unwrap(), "report", "idle", "--month", "2026-10", "--by", "team"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("report idle does not group by team") && err.contains("taken by chargeback and focus"), "{err}");
 
     // By model: each workload's rows over its GPU models add up to its chargeback row's GPU
     // time and cost (at the rows' rounding), and the total is the namespace chargeback's.
