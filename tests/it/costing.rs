@@ -634,23 +634,22 @@ fn chargeback_by_workload_keeps_every_cent_and_charges_each_workload_its_request
     assert!((total - num(&by_workload["total"]["total_cost"])).abs() < 0.006, "FOCUS {total} vs {}", by_workload["total"]["total_cost"]);
     let priced_pods = kinds.values().filter(|k| k.contains("GPU-Hours") && k.contains("Core-Hours") && k.contains("GiB-Hours")).count();
     assert!(priced_pods > 10, "workloads with GPU, CPU and memory lines: {priced_pods}");
+    // `report KIND --by KEY`'s stderr, refused with exit 2.
+    let refused = |kind: &str, by: &str| -> String {
+        let o = common::bin()
+            .current_dir(m.dir.path())
+            .args(["--config", cfg.to_str().unwrap(), "report", kind, "--month", "2026-10", "--by", by])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        err
+    };
     // A report that does not take a key of each pod yet says so (exit 2), naming those that do.
-    let o = common::bin()
-        .current_dir(m.dir.path())
-        .args(["--config", cfg.to_str().unwrap(), "report", "queue", "--month", "2026-10", "--by", "workload"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused("queue", "workload");
     assert!(err.contains("report queue does not group by workload") && err.contains("taken by chargeback, chargeback-models, idle and focus"), "{err}");
     // Nor does a key a namespace maps to go where it is not honoured.
-    let o = common::bin()
-        .current_dir(m.dir.path())
-        .args(["--config", cfg.to_str().unwrap(), "report", "idle", "--month", "2026-10", "--by", "team"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused("idle", "team");
     assert!(err.contains("report idle does not group by team") && err.contains("taken by chargeback and focus"), "{err}");
 
     // By model: each workload's rows over its GPU models add up to its chargeback row's GPU

@@ -5,9 +5,9 @@
 //!
 //! - GPU time a sample measured goes to the pod that held the GPU: the samples are summed per
 //!   pod as the chargeback's step 1 sums them per namespace (the `pod_buckets` rollup, or a pass
-//!   over the samples of days without one) and priced by the same `chargeback_grain.sql`, so each pod's GPU time, energy, GPU cost,
-//!   power cost (at its own buckets' tariff) and carbon are its own, and a namespace's pods' sum
-//!   is the namespace's step-1 row.
+//!   over the samples of days without one) and priced by the same `chargeback_grain.sql`, so
+//!   each pod's GPU time, energy, GPU cost, power cost (at its own buckets' tariff) and carbon
+//!   are its own, and a namespace's pods' sum is the namespace's step-1 row.
 //! - The rest of a namespace's row (GPU time charged by request where no sample measured it,
 //!   CPU and memory) goes to its pods' keys in proportion to their requests that day
 //!   (`pod_run_days`: GPU, core and GiB request x running time), by the largest remainder.
@@ -44,8 +44,8 @@ fn shape(detail: impl Into<String>) -> ReportError {
 pub struct Attribution {
     /// Per (cluster, namespace): each key's part; the parts sum to the namespace's quantities.
     pub per_namespace: BTreeMap<(String, String), BTreeMap<String, Quantities>>,
-    /// The same per detail row (cluster, namespace, GPU model, MIG profile, date): the FOCUS
-    /// export's lines by key. Summed over rows they are `per_namespace`.
+    /// The same per detail row (cluster, namespace, GPU model, MIG profile, date): the lines by
+    /// key of the FOCUS export and chargeback-models. Summed over rows they are `per_namespace`.
     pub per_row: BTreeMap<DetailAt, BTreeMap<String, Quantities>>,
     /// Pods (by cluster, namespace and name) that held a GPU or ran in the window, with a value
     /// of the key and without one.
