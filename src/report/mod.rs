@@ -30,30 +30,84 @@ pub use crate::domain::charge_by::ChargeBy;
 pub use error::{ReportError, Result};
 pub use render::{Cell, Format, Report};
 
-/// The reports that exist, in the order `run` and `demo` write them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReportKind {
-    Chargeback,
+/// What a report is built from: the run's session, SQL and config, the window, the `--by` key,
+/// and what the run's reports share.
+pub struct Inputs<'a> {
+    pub session: &'a datafusion::prelude::SessionContext,
+    pub queries: &'a crate::queries::Queries,
+    pub config: &'a crate::config::Config,
+    pub window: &'a crate::domain::window::Window,
+    pub by: &'a ChargeBy,
+    pub shared: &'a Shared,
+}
+
+/// The `--by` keys whose groups a report's rows follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takes {
+    /// By namespace only (or not grouped at all).
+    Namespace,
+    /// By namespace or a key of each pod (workload, queue, cluster-queue, cohort, label, annotation).
+    PerPod,
+    /// Every key: the namespace's team and cost centre too.
+    Every,
+}
+
+/// A report's sections, being built.
+pub type Built<'a> = futures::future::LocalBoxFuture<'a, Result<Vec<Report>>>;
+
+/// A report kind's entry in the registry: its files' and sections' name (`chargeback_models`; the
+/// command line's is the same with dashes), the keys it takes, and how it is built.
+pub struct Spec {
+    pub name: &'static str,
+    pub takes: Takes,
+    pub build: for<'a> fn(&'a Inputs<'a>) -> Built<'a>,
+}
+
+/// Declares `ReportKind` and its `spec()` from one list, so a report is one entry: the CLI
+/// (`report <kind>`), `run`, the file names and the tests all iterate `ReportKind::all()`.
+macro_rules! registry {
+    ($($(#[$doc:meta])* $kind:ident: $name:literal, $takes:ident, $build:expr;)+) => {
+        /// The reports that exist, in the order `run` and `demo` write them.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+        pub enum ReportKind {
+            $($(#[$doc])* $kind,)+
+        }
+
+        impl ReportKind {
+            /// Its entry in the registry.
+            pub fn spec(self) -> Spec {
+                match self {
+                    $(ReportKind::$kind => Spec { name: $name, takes: Takes::$takes, build: $build },)+
+                }
+            }
+        }
+    };
+}
+
+// The registry. A new report is its SQL (`queries/`), its file in `report/` (a `build` from the
+// session, SQL and window to a `Report`) and one entry here (docs/architecture.md, "How to add").
+registry! {
+    Chargeback: "chargeback", Every, |i| of_chargeback(i, |cb, a, i| cb.to_report_by(i.config, i.by, a));
     /// The chargeback per namespace and GPU model (and MIG profile).
-    ChargebackModels,
-    Idle,
-    Queue,
-    Quota,
-    Heatmap,
-    Events,
-    Inventory,
-    Completeness,
+    ChargebackModels: "chargeback_models", PerPod, |i| of_chargeback(i, |cb, a, i| chargeback_models::build(cb, i.config, i.window, i.by, a));
+    Idle: "idle", PerPod, |i| Box::pin(idle::build(i.session, i.queries, i.config, i.window, i.by));
+    Queue: "queue", Namespace, |i| Box::pin(queue::build(i.session, i.queries, i.window));
+    Quota: "quota", Namespace, quota_sections;
+    Heatmap: "heatmap", Namespace, |i| one(heatmap::build(i.session, i.queries, i.window));
+    Events: "events", Namespace, |i| one(events::build(i.session, i.queries, i.window));
+    Inventory: "inventory", Namespace, |i| one(inventory::build(i.session, i.queries, i.window));
+    Completeness: "completeness", Namespace, |i| one(async { Ok(i.shared.completeness(i.session, i.queries, i.config, i.window).await?.to_report()) });
     /// The chargeback as a FinOps FOCUS 1.2 export (CSV or Parquet).
-    Focus,
+    Focus: "focus", Every, |i| of_chargeback(i, |cb, a, i| focus::build(cb, i.config, i.window, i.by, a));
     /// The month at a glance against the month before (cost, GPU-hours, utilisation, idle and
     /// unallocated cost, worst p95 wait) and each team's cost beside its previous month.
     /// Last: it reads the chargeback, idle and queue reports made before it.
-    Summary,
+    Summary: "summary", Namespace, summary_sections;
 }
 
 impl ReportKind {
-    /// Every report, in the order the enum declares them (clap's list of its values: one list,
-    /// so a new variant is a report of `run`, the CLI and the tests without another entry).
+    /// Every report, in the order the registry lists them (clap's list of its values: one list,
+    /// so a new entry is a report of `run`, the CLI and the tests without another).
     pub fn all() -> &'static [ReportKind] {
         <ReportKind as clap::ValueEnum>::value_variants()
     }
@@ -67,34 +121,52 @@ impl ReportKind {
     /// chargeback-models and idle by namespace or a key of each pod (workload, queue, label ...);
     /// the others are by namespace (or not grouped) only.
     pub fn takes(self, by: &ChargeBy) -> bool {
-        match self {
-            ReportKind::Chargeback | ReportKind::Focus => true,
-            ReportKind::ChargebackModels | ReportKind::Idle => *by == ChargeBy::Namespace || by.is_per_pod(),
-            ReportKind::Queue
-            | ReportKind::Quota
-            | ReportKind::Heatmap
-            | ReportKind::Events
-            | ReportKind::Inventory
-            | ReportKind::Completeness
-            | ReportKind::Summary => *by == ChargeBy::Namespace,
+        match self.spec().takes {
+            Takes::Every => true,
+            Takes::PerPod => *by == ChargeBy::Namespace || by.is_per_pod(),
+            Takes::Namespace => *by == ChargeBy::Namespace,
         }
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            ReportKind::Chargeback => "chargeback",
-            ReportKind::ChargebackModels => "chargeback_models",
-            ReportKind::Idle => "idle",
-            ReportKind::Queue => "queue",
-            ReportKind::Quota => "quota",
-            ReportKind::Heatmap => "heatmap",
-            ReportKind::Events => "events",
-            ReportKind::Inventory => "inventory",
-            ReportKind::Completeness => "completeness",
-            ReportKind::Focus => "focus",
-            ReportKind::Summary => "summary",
-        }
+        self.spec().name
     }
+}
+
+/// A report of one section.
+fn one<'a>(report: impl std::future::Future<Output = Result<Report>> + 'a) -> Built<'a> {
+    Box::pin(async move { Ok(vec![report.await?]) })
+}
+
+/// A report drawn from the window's chargeback (computed once per run and shared), its namespaces'
+/// rows split between their pods' keys where `--by` is a key of each pod.
+fn of_chargeback<'a>(i: &'a Inputs<'a>, view: fn(&chargeback::Chargeback, Option<&chargeback::Attribution>, &Inputs) -> Report) -> Built<'a> {
+    Box::pin(async move {
+        let cb = i.shared.chargeback(i.session, i.queries, i.window).await?;
+        let attribution = match i.by.is_per_pod() {
+            true => Some(chargeback::attribute(i.session, i.queries, i.window, &cb, i.by).await?),
+            false => None,
+        };
+        Ok(vec![view(&cb, attribution.as_ref(), i)])
+    })
+}
+
+/// The namespaces' quotas, then the scheduler queues' (a section where the lake has queues).
+fn quota_sections<'a>(i: &'a Inputs<'a>) -> Built<'a> {
+    Box::pin(async move {
+        let mut sections = vec![quota::build(i.session, i.queries, i.config, i.window).await?];
+        sections.extend(queue_quota::build(i.session, i.queries, i.window).await?);
+        Ok(sections)
+    })
+}
+
+/// The summary, handed the figures of the reports it summarises, this window's and the one before.
+fn summary_sections<'a>(i: &'a Inputs<'a>) -> Built<'a> {
+    Box::pin(async move {
+        let now = summary_figures(i.session, i.queries, i.config, i.window, i.shared, None).await?;
+        let before = previous_summary_figures(i.session, i.queries, i.config, i.window).await?;
+        Ok(summary::build(&now, before.as_ref(), i.config))
+    })
 }
 
 /// Results several reports share within one run (the chargeback feeds the by-model report
@@ -213,43 +285,13 @@ async fn build_one(
     window: &crate::domain::window::Window,
     shared: &Shared,
 ) -> Result<Vec<Report>> {
-    Ok(match kind {
-        ReportKind::Summary => {
-            let now = summary_figures(session, queries, config, window, shared, None).await?;
-            let before = previous_summary_figures(session, queries, config, window).await?;
-            summary::build(&now, before.as_ref(), config)
-        }
-        ReportKind::Idle => idle::build(session, queries, config, window, by).await?,
-        ReportKind::Queue => queue::build(session, queries, window).await?,
-        ReportKind::Quota => {
-            let mut sections = vec![quota::build(session, queries, config, window).await?];
-            sections.extend(queue_quota::build(session, queries, window).await?);
-            sections
-        }
-        ReportKind::Heatmap => vec![heatmap::build(session, queries, window).await?],
-        ReportKind::Events => vec![events::build(session, queries, window).await?],
-        ReportKind::Inventory => vec![inventory::build(session, queries, window).await?],
-        ReportKind::Chargeback | ReportKind::ChargebackModels | ReportKind::Focus => {
-            let cb = shared.chargeback(session, queries, window).await?;
-            // By a key of each pod, the namespaces' rows split between their pods' keys.
-            let attribution = match by.is_per_pod() {
-                true => Some(chargeback::attribute(session, queries, window, &cb, by).await?),
-                false => None,
-            };
-            let a = attribution.as_ref();
-            vec![match kind {
-                ReportKind::Chargeback => cb.to_report_by(config, by, a),
-                ReportKind::ChargebackModels => chargeback_models::build(&cb, config, window, by, a),
-                _ => focus::build(&cb, config, window, by, a),
-            }]
-        }
-        ReportKind::Completeness => vec![shared.completeness(session, queries, config, window).await?.to_report()],
-    })
+    let inputs = Inputs { session, queries, config, window, by, shared };
+    (kind.spec().build)(&inputs).await
 }
 
 /// The summary's figures of a window, read from the reports it summarises (built here, so the
-/// summary is handed them): its chargeback, the chargeback by team: its chargeback, the chargeback by team, and
-/// the idle and queue reports.
+/// summary is handed them): its chargeback, the chargeback by team, and the idle and queue
+/// reports.
 async fn summary_figures(
     session: &datafusion::prelude::SessionContext,
     queries: &crate::queries::Queries,
