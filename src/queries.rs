@@ -21,6 +21,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("gaps", include_str!("../queries/gaps.sql")),
     ("events", include_str!("../queries/events.sql")),
     ("heatmap", include_str!("../queries/heatmap.sql")),
+    ("node_use", include_str!("../queries/node_use.sql")),
     ("inventory", include_str!("../queries/inventory.sql")),
     ("queue_waits", include_str!("../queries/queue_waits.sql")),
     ("queue_pending", include_str!("../queries/queue_pending.sql")),

@@ -14,6 +14,7 @@ pub mod heatmap;
 pub mod html;
 pub mod idle;
 pub mod inventory;
+pub mod node_use;
 pub mod pdf;
 pub mod pool_days;
 pub mod queue;
@@ -94,6 +95,8 @@ registry! {
     Queue: "queue", Namespace, |i| Box::pin(queue::build(i.session, i.queries, i.window));
     Quota: "quota", Namespace, quota_sections;
     Heatmap: "heatmap", Namespace, |i| one(heatmap::build(i.session, i.queries, i.window));
+    /// Per node: GPU-hours, the share a pod held, utilisation and energy.
+    NodeUse: "node_use", Namespace, |i| one(node_use::build(i.session, i.queries, i.window));
     Events: "events", Namespace, |i| one(events::build(i.session, i.queries, i.window));
     Inventory: "inventory", Namespace, |i| one(inventory::build(i.session, i.queries, i.window));
     Completeness: "completeness", Namespace, |i| one(async { Ok(i.shared.completeness(i.session, i.queries, i.config, i.window).await?.to_report()) });

@@ -1,4 +1,4 @@
-//! Golden output of every report (24 sections, the plan's four, the summary's two and the quota review's two included) on a small fixture lake: 16 simulated GPUs over two days
+//! Golden output of every report (25 sections, the plan's four, the summary's two and the quota review's two included) on a small fixture lake: 16 simulated GPUs over two days
 //! (seed 5). The numbers themselves are checked against the simulator in `ops_reports.rs`;
 //! this pins the exact output (columns, order, rounding, formats) so any change to it is a
 //! deliberate one. The goldens are insta snapshots (`tests/golden/reports/<report>.snap`): a
@@ -26,7 +26,7 @@ fn every_report_matches_its_golden_csv() {
         }
     }
     names.sort();
-    assert_eq!(names.len(), 24, "{names:?}");
+    assert_eq!(names.len(), 25, "{names:?}");
     for name in &names {
         let got = std::fs::read_to_string(dir.join("r/2026-10").join(name)).unwrap();
         insta::with_settings!({ snapshot_path => "../golden/reports", prepend_module_to_snapshot => false, omit_expression => true }, {

@@ -108,6 +108,42 @@ fn heatmap_covers_the_pool_and_shows_the_rhythm() {
     }
 }
 
+/// Node use against the simulation itself: each node's GPU-hours are its GPUs x the month, its
+/// held GPU-hours the units' steps a pod held (x their share of the GPU), its energy the sum of
+/// its GPUs' simulated draw per step; the total is the pool's.
+#[test]
+fn node_use_is_each_simulated_node_held_and_drawn() {
+    let nu = report("node_use");
+    let sim = simulation();
+    let (ws, we) = sim.params.window_ms();
+    let (signals, step) = (sim.signals(), sim.params.step_s as i64 * 1000);
+    let rows = nu["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), sim.cluster.nodes.len(), "one row per node (each has one model)");
+    let hours = (we - ws) as f64 / 3_600_000.0;
+    for (n, node) in sim.cluster.nodes.iter().enumerate() {
+        let row = rows.iter().find(|r| r["node"] == node.name.as_str()).unwrap_or_else(|| panic!("{} missing", node.name));
+        assert_eq!(row["gpu_model"], node.model.name);
+        let gpus: Vec<usize> = (0..sim.cluster.gpus.len()).filter(|&g| sim.cluster.gpus[g].node == n).collect();
+        assert_eq!(num(&row["gpu_hours"]), gpus.len() as f64 * hours, "{}: GPUs x the month", node.name);
+        let (mut held, mut energy_j) = (0.0, 0.0);
+        for &g in &gpus {
+            for &u in &sim.cluster.gpus[g].units {
+                let share = sim.cluster.units[u].share;
+                held += (ws..we).step_by(step as usize).filter(|&ts| signals.holder_at(u, ts).is_some()).count() as f64 * share * step as f64 / 3_600_000.0;
+            }
+            energy_j += (ws..we).step_by(step as usize).map(|ts| signals.gpu_at(g, ts).energy_j()).sum::<f64>();
+        }
+        let (got_held, got_kwh) = (num(&row["allocated_gpu_hours"]), num(&row["energy_kwh"]));
+        assert!((got_held - held).abs() <= 0.001 + held * 1e-6, "{}: held {got_held} vs simulated {held}", node.name);
+        let kwh = energy_j / 3.6e6;
+        assert!(kwh > 0.0 && (got_kwh - kwh).abs() <= 0.002 + kwh * 1e-6, "{}: {got_kwh} kWh vs simulated {kwh}", node.name);
+        assert!((0.0..=100.0).contains(&num(&row["util_pct"])), "{row}");
+    }
+    assert_eq!(num(&nu["total"]["gpu_hours"]), sim.cluster.gpus.len() as f64 * hours, "the pool");
+    let held_total: f64 = rows.iter().map(|r| num(&r["allocated_gpu_hours"])).sum();
+    assert!((num(&nu["total"]["allocated_gpu_hours"]) - held_total).abs() <= 0.001 * rows.len() as f64, "the total adds the nodes");
+}
+
 #[test]
 fn inventory_is_the_simulated_cluster() {
     let inv = report("inventory");

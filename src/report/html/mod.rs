@@ -336,7 +336,7 @@ impl MonthPage<'_> {
             body.push_str(&self.table(q, ALL_ROWS));
         }
         self.planning(&mut body);
-        for name in ["events", "inventory"] {
+        for name in ["node_use", "events", "inventory"] {
             if let Some(r) = self.section(name) {
                 let _ = write!(body, "<h2>{}</h2>", esc(&r.title));
                 body.push_str(&self.table(r, ALL_ROWS));
