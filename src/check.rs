@@ -151,6 +151,7 @@ async fn check_queries(config: &Config, lake: &Lake, queries: &Queries, session:
         (crate::lake::passes::idle_runs::RUNS_TABLE, crate::lake::passes::idle_runs::runs_schema()),
         (crate::lake::passes::gpu_buckets::TABLE, crate::lake::passes::gpu_buckets::schema()),
         (crate::lake::rollup::PENDING_BUCKETS.name(), crate::lake::rollup::PENDING_BUCKETS.schema()),
+        (crate::lake::rollup::PENDING_POD_BUCKETS.name(), crate::lake::rollup::PENDING_POD_BUCKETS.schema()),
         (crate::lake::rollup::NAMESPACE_GPUS.name(), crate::lake::rollup::NAMESPACE_GPUS.schema()),
         (crate::lake::rollup::UNALLOCATED_UNITS.name(), crate::lake::rollup::UNALLOCATED_UNITS.schema()),
     ] {

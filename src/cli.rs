@@ -281,8 +281,8 @@ pub struct ReportArgs {
     pub output: Option<PathBuf>,
     /// Key the report's rows: namespace (and cluster), team, cost-centre, cluster, or per pod:
     /// workload, queue, cluster-queue, cohort, label:KEY, annotation:KEY. chargeback and focus
-    /// take every key, chargeback-models and idle namespace and the per-pod keys, the others
-    /// namespace only (another key is refused, exit 2).
+    /// take every key, chargeback-models, idle, queue and events namespace and the per-pod keys,
+    /// the others namespace only (another key is refused, exit 2).
     #[arg(long, default_value = "namespace")]
     pub by: crate::domain::charge_by::ChargeBy,
     /// With `--format table`: every column. Without it the table leaves out columns that are

@@ -10,7 +10,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("chargeback_fallback", include_str!("../queries/chargeback_fallback.sql")),
     ("chargeback_claimed", include_str!("../queries/chargeback_claimed.sql")),
     ("chargeback", include_str!("../queries/chargeback.sql")),
-    ("pod_keys", include_str!("../queries/pod_keys.sql")),
+    ("pod_key_values", include_str!("../queries/pod_key_values.sql")),
     ("namespace_owners", include_str!("../queries/namespace_owners.sql")),
     ("cluster_totals", include_str!("../queries/cluster_totals.sql")),
     ("cluster_gpus", include_str!("../queries/cluster_gpus.sql")),
@@ -20,11 +20,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("mixed_nodes", include_str!("../queries/mixed_nodes.sql")),
     ("gaps", include_str!("../queries/gaps.sql")),
     ("events", include_str!("../queries/events.sql")),
+    ("events_pods", include_str!("../queries/events_pods.sql")),
     ("heatmap", include_str!("../queries/heatmap.sql")),
     ("node_use", include_str!("../queries/node_use.sql")),
     ("inventory", include_str!("../queries/inventory.sql")),
     ("queue_waits", include_str!("../queries/queue_waits.sql")),
     ("queue_pending", include_str!("../queries/queue_pending.sql")),
+    ("queue_pending_pods", include_str!("../queries/queue_pending_pods.sql")),
     ("kueue", include_str!("../queries/kueue.sql")),
     ("idle_pods", include_str!("../queries/idle_pods.sql")),
     ("idle_unallocated", include_str!("../queries/idle_unallocated.sql")),
@@ -52,6 +54,7 @@ pub const VIEWS: &[(&str, &str)] = &[
     ("usage", include_str!("../queries/views/usage.sql")),
     ("pod_runs", include_str!("../queries/views/pod_runs.sql")),
     ("daily_usage", include_str!("../queries/views/daily_usage.sql")),
+    ("pod_keys", include_str!("../queries/views/pod_keys.sql")),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -10,6 +10,7 @@ pub mod events;
 pub mod focus;
 pub mod format;
 pub mod gpu_buckets;
+pub mod grouping;
 pub mod heatmap;
 pub mod html;
 pub mod idle;
@@ -92,12 +93,12 @@ registry! {
     /// The chargeback per namespace and GPU model (and MIG profile).
     ChargebackModels: "chargeback_models", PerPod, |i| of_chargeback(i, |cb, a, i| chargeback_models::build(cb, i.config, i.window, i.by, a));
     Idle: "idle", PerPod, |i| Box::pin(idle::build(i.session, i.queries, i.config, i.window, i.by));
-    Queue: "queue", Namespace, |i| Box::pin(queue::build(i.session, i.queries, i.window));
+    Queue: "queue", PerPod, |i| Box::pin(queue::build(i.session, i.queries, i.window, i.by));
     Quota: "quota", Namespace, quota_sections;
     Heatmap: "heatmap", Namespace, |i| one(heatmap::build(i.session, i.queries, i.window));
     /// Per node: GPU-hours, the share a pod held, utilisation and energy.
     NodeUse: "node_use", Namespace, |i| one(node_use::build(i.session, i.queries, i.window));
-    Events: "events", Namespace, |i| one(events::build(i.session, i.queries, i.window));
+    Events: "events", PerPod, |i| one(events::build(i.session, i.queries, i.window, i.by));
     Inventory: "inventory", Namespace, |i| one(inventory::build(i.session, i.queries, i.window));
     Completeness: "completeness", Namespace, |i| one(async { Ok(i.shared.completeness(i.session, i.queries, i.config, i.window).await?.to_report()) });
     /// The chargeback as a FinOps FOCUS 1.2 export (CSV or Parquet).
@@ -121,7 +122,8 @@ impl ReportKind {
     }
 
     /// Whether its rows follow `--by`: the chargeback and the FOCUS export by every key;
-    /// chargeback-models and idle by namespace or a key of each pod (workload, queue, label ...);
+    /// chargeback-models, idle, queue and events by namespace or a key of each pod (workload,
+    /// queue, label ...);
     /// the others are by namespace (or not grouped) only.
     pub fn takes(self, by: &ChargeBy) -> bool {
         match self.spec().takes {
@@ -178,8 +180,8 @@ fn summary_sections<'a>(i: &'a Inputs<'a>) -> Built<'a> {
 pub struct Shared {
     chargeback: std::sync::Mutex<Option<(crate::domain::window::Window, std::sync::Arc<chargeback::Chargeback>)>>,
     completeness: std::sync::Mutex<Option<(crate::domain::window::Window, std::sync::Arc<completeness::Completeness>)>>,
-    /// The idle and queue reports, which the summary reads again.
-    sections: std::sync::Mutex<Vec<(crate::domain::window::Window, ReportKind, Vec<Report>)>>,
+    /// The idle and queue reports (by their `--by` key), which the summary reads again.
+    sections: std::sync::Mutex<Vec<(crate::domain::window::Window, ReportKind, ChargeBy, Vec<Report>)>>,
 }
 
 impl Shared {
@@ -268,13 +270,13 @@ pub async fn build_shared(
 ) -> Result<Vec<Report>> {
     let kept = matches!(kind, ReportKind::Idle | ReportKind::Queue);
     if kept {
-        if let Some((_, _, s)) = shared.sections.lock().expect("lock").iter().find(|(w, k, _)| w == window && *k == kind) {
+        if let Some((_, _, _, s)) = shared.sections.lock().expect("lock").iter().find(|(w, k, b, _)| w == window && *k == kind && b == by) {
             return Ok(s.clone());
         }
     }
     let built = Box::pin(build_one(kind, by, session, queries, config, window, shared)).await?;
     if kept {
-        shared.sections.lock().expect("lock").push((*window, kind, built.clone()));
+        shared.sections.lock().expect("lock").push((*window, kind, by.clone(), built.clone()));
     }
     Ok(built)
 }

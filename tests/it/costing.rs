@@ -646,8 +646,11 @@ fn chargeback_by_workload_keeps_every_cent_and_charges_each_workload_its_request
         err
     };
     // A report that does not take a key of each pod yet says so (exit 2), naming those that do.
-    let err = refused("queue", "workload");
-    assert!(err.contains("report queue does not group by workload") && err.contains("taken by chargeback, chargeback-models, idle and focus"), "{err}");
+    let err = refused("heatmap", "workload");
+    assert!(
+        err.contains("report heatmap does not group by workload") && err.contains("taken by chargeback, chargeback-models, idle, queue, events and focus"),
+        "{err}"
+    );
     // Nor does a key a namespace maps to go where it is not honoured.
     let err = refused("idle", "team");
     assert!(err.contains("report idle does not group by team") && err.contains("taken by chargeback and focus"), "{err}");

@@ -64,6 +64,85 @@ fn queue_waits_equal_the_ledger() {
     assert!(hourly > 0.0 && (hourly / 31.0 - by_hour).abs() <= by_hour * 0.01 + 0.5, "hourly {hourly} / 31 vs by hour of day {by_hour}");
 }
 
+/// The queue by a key of each pod against the simulation itself: per workload and per queue (the
+/// Kueue LocalQueue, else the Volcano queue, from the simulator's pod labels; `__unattributed__`
+/// where a pod has none) and priority class, the month's pods scheduled and still pending, the
+/// namespaces they ran in and their waits' nearest-rank percentiles; per key the pending
+/// GPU-hours of the simulated pending runs (steps x GPUs asked for), and in total the namespaces'.
+#[test]
+fn queue_by_workload_and_queue_equals_the_simulated_pods() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let f = fixture();
+    let sim = simulation();
+    let owners = gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms());
+    let (ws, we) = sim.params.window_ms();
+    let step = sim.params.step_s as i64 * 1000;
+    let lake = f.tmp.path().join("d/lake");
+    let by_ns = report("queue_hourly");
+    let by_ns = by_ns["rows"].as_array().unwrap();
+    let by_ns_pending: f64 = by_ns.iter().map(|r| num(&r["avg_pending_gpus"])).sum();
+    for by in ["workload", "queue"] {
+        let value_of = |o: &gpuledger::simulate::owners::Ownership| -> String {
+            let label = |key: &str| o.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
+            let v = if by == "workload" { Some(o.workload_key()) } else { label("kueue.x-k8s.io/local-queue-name").or_else(|| label("volcano.sh/queue-name")) };
+            v.unwrap_or_else(|| "__unattributed__".into())
+        };
+        let out = f.tmp.path().join(format!("queue-by-{by}"));
+        common::run_ok(
+            f.tmp.path(),
+            &["--lake", lake.to_str().unwrap(), "report", "queue", "--month", "2026-10", "--by", by, "--format", "json", "-o", out.to_str().unwrap()],
+        );
+        let section = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap()).unwrap() };
+        // The simulated pods created in the month, by value and priority class.
+        let mut truth: BTreeMap<(String, String), (Vec<i64>, i64, BTreeSet<String>)> = BTreeMap::new();
+        for (p, o) in sim.schedule.pods.iter().zip(&owners).filter(|(p, _)| p.created >= ws && p.created < we) {
+            let e = truth.entry((value_of(o), p.priority.class_name().to_string())).or_default();
+            match p.scheduled {
+                Some(s) => e.0.push(s - p.created),
+                None => e.1 += 1,
+            }
+            e.2.insert(sim.namespaces[p.ns].name.to_string());
+        }
+        let waits = section("queue");
+        let rows = waits["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), truth.len(), "by {by}: a row per value and priority class");
+        if by == "queue" {
+            assert!(truth.keys().any(|(v, _)| v == "__unattributed__") && truth.keys().any(|(v, _)| v.ends_with("-lq")), "queued and unqueued pods");
+        }
+        for ((value, pc), (mut w, still, namespaces)) in truth {
+            let row =
+                rows.iter().find(|r| r[by] == value.as_str() && r["priority_class"] == pc.as_str()).unwrap_or_else(|| panic!("by {by}: no row {value} {pc}"));
+            assert_eq!(row["scheduled"].as_u64(), Some(w.len() as u64), "{value} {pc}: scheduled");
+            assert_eq!(row["still_pending"].as_i64(), Some(still), "{value} {pc}: still pending");
+            assert_eq!(row["namespaces"], namespaces.into_iter().collect::<Vec<_>>().join(", ").as_str(), "{value} {pc}");
+            w.sort_unstable();
+            for (col, q) in [("p50_wait_min", 0.5), ("p95_wait_min", 0.95), ("max_wait_min", 1.0)] {
+                let Some(&want) = w.get(((w.len().max(1) - 1) as f64 * q).round() as usize) else { continue };
+                let got = num(&row[col]) * 60_000.0;
+                assert!((got - want as f64).abs() <= 300.0 + 1e-6, "{value} {pc} {col}: {got} ms vs simulated {want} ms");
+            }
+        }
+        // Pending demand: each simulated pending run's steps in the month, per value.
+        let mut pending: BTreeMap<String, f64> = BTreeMap::new();
+        for run in &sim.schedule.pending {
+            let p = &sim.schedule.pods[run.pod];
+            let steps = (run.first..=run.last).step_by(step as usize).filter(|t| *t >= ws && *t < we).count();
+            let share = p.resource.hami_pct().map_or(1.0, |pct| f64::from(pct) / 100.0);
+            *pending.entry(value_of(&owners[run.pod])).or_default() += steps as f64 * sim.params.step_s as f64 * p.gpu_request as f64 * share / 3600.0;
+        }
+        let hourly = section("queue_hourly");
+        let hourly = hourly["rows"].as_array().unwrap();
+        for (value, want) in &pending {
+            let mine: Vec<_> = hourly.iter().filter(|r| r[by] == value.as_str()).collect();
+            let got: f64 = mine.iter().map(|r| num(&r["avg_pending_gpus"])).sum();
+            assert!((got - want).abs() <= 0.005 * mine.len() as f64 + 1e-6, "by {by}: {value} pending {got} GPU-h vs simulated {want}");
+        }
+        assert!(pending.len() >= 3, "by {by}: pending pods under several values: {pending:?}");
+        let total: f64 = hourly.iter().map(|r| num(&r["avg_pending_gpus"])).sum();
+        assert!((total - by_ns_pending).abs() <= 0.005 * (hourly.len() + by_ns.len()) as f64, "by {by}: pending {total} GPU-h vs by namespace {by_ns_pending}");
+    }
+}
+
 #[test]
 fn events_equal_the_simulated_schedule() {
     let e = report("events");
@@ -87,6 +166,90 @@ fn events_equal_the_simulated_schedule() {
     }
     assert!(preempted > 0, "the demo month has preemptions");
     assert_eq!(e["total"]["oom_killed"].as_i64().unwrap(), rows.iter().map(|r| r["oom_killed"].as_i64().unwrap()).sum::<i64>());
+}
+
+/// The events by workload against the simulation: per workload (the simulator's owners) and
+/// priority class, the month's finished pods by how they ended, exactly, with the namespaces they
+/// ran in; the totals are the namespaces' to the unit.
+#[test]
+fn events_by_workload_equal_the_simulated_pods() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let f = fixture();
+    let sim = simulation();
+    let owners = gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms());
+    let (ws, we) = sim.params.window_ms();
+    let lake = f.tmp.path().join("d/lake");
+    let e: Value = serde_json::from_str(&common::stdout(&common::run_ok(
+        f.tmp.path(),
+        &["--lake", lake.to_str().unwrap(), "report", "events", "--month", "2026-10", "--by", "workload", "--format", "json"],
+    )))
+    .unwrap();
+    let mut truth: BTreeMap<(String, String), ([i64; 4], BTreeSet<String>)> = BTreeMap::new();
+    for (p, o) in sim.schedule.pods.iter().zip(&owners).filter(|(p, _)| p.finished.is_some_and(|t| t >= ws && t < we)) {
+        let g = truth.entry((o.workload_key(), p.priority.class_name().to_string())).or_default();
+        g.0[0] += 1;
+        for (k, reason) in ["OOMKilled", "Error", "Preempted"].iter().enumerate() {
+            g.0[k + 1] += i64::from(p.reason == Some(*reason));
+        }
+        g.1.insert(sim.namespaces[p.ns].name.to_string());
+    }
+    let rows = e["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), truth.len(), "a row per workload and priority class");
+    assert!(truth.values().filter(|(c, _)| c[1] + c[2] + c[3] > 0).count() >= 5, "workloads with bad endings");
+    for ((workload, pc), (counts, namespaces)) in &truth {
+        let row =
+            rows.iter().find(|r| r["workload"] == workload.as_str() && r["priority_class"] == pc.as_str()).unwrap_or_else(|| panic!("no row {workload} {pc}"));
+        for (k, col) in ["pods_finished", "oom_killed", "crashed", "preempted"].iter().enumerate() {
+            assert_eq!(row[col].as_i64(), Some(counts[k]), "{workload} {pc} {col}");
+        }
+        assert_eq!(row["namespaces"], namespaces.iter().cloned().collect::<Vec<_>>().join(", ").as_str(), "{workload}");
+    }
+    let by_ns = report("events");
+    for col in ["pods_finished", "oom_killed", "crashed", "preempted", "evicted", "lost_gpu_hours"] {
+        assert_eq!(e["total"][col], by_ns["total"][col], "total {col}: by workload as by namespace");
+    }
+}
+
+/// The `pod_keys` view (ad hoc SQL and `serve`: any table grouped by workload or queue with a
+/// join) against the simulator's owners and labels: every pod of the month is a row, with its
+/// workload, its queue (the Kueue LocalQueue, else the Volcano queue) and its ClusterQueue, or
+/// NULL (an empty cell) where its labels name none.
+#[test]
+fn the_pod_keys_view_names_each_simulated_pods_workload_and_queues() {
+    use std::collections::BTreeMap;
+    let f = fixture();
+    let sim = simulation();
+    let owners = gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms());
+    let (ws, we) = sim.params.window_ms();
+    let lake = f.tmp.path().join("d/lake");
+    let sql = "SELECT namespace, pod, workload, queue, cluster_queue FROM pod_keys ORDER BY namespace, pod";
+    let csv = common::stdout(&common::run_ok(f.tmp.path(), &["--lake", lake.to_str().unwrap(), "query", sql, "--format", "csv"]));
+    let (_, rows) = common::parse_csv(&csv);
+    let got: BTreeMap<(String, String), (String, String, String)> =
+        rows.into_iter().map(|r| ((r[0].clone(), r[1].clone()), (r[2].clone(), r[3].clone(), r[4].clone()))).collect();
+    // Each name's latest pod (pods created up to the month's end), as the reports resolve a name.
+    let mut want: BTreeMap<(String, String), (i64, (String, String, String))> = BTreeMap::new();
+    for (p, o) in sim.schedule.pods.iter().zip(&owners).filter(|(p, _)| p.created < we) {
+        let label = |key: &str| o.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
+        let queue = label("kueue.x-k8s.io/local-queue-name").or_else(|| label("volcano.sh/queue-name")).unwrap_or_default();
+        let keys = (o.workload_key(), queue, label("kueue.x-k8s.io/cluster-queue-name").unwrap_or_default());
+        let e = want.entry((sim.namespaces[p.ns].name.to_string(), p.name.clone())).or_insert((p.created, keys.clone()));
+        if p.created >= e.0 {
+            *e = (p.created, keys);
+        }
+    }
+    let mut checked = 0;
+    for (id, (created, keys)) in &want {
+        match got.get(id) {
+            Some(row) => {
+                assert_eq!(row, keys, "{id:?}");
+                checked += 1;
+            }
+            None => assert!(*created < ws, "{id:?} (created in the month) missing from pod_keys"),
+        }
+    }
+    assert!(checked > 500, "the month's pods: {checked}");
+    assert!(got.values().any(|k| k.1.is_empty()) && got.values().any(|k| k.1.ends_with("-lq")) && got.values().any(|k| k.1 == "batch-q"), "queued and not");
 }
 
 #[test]

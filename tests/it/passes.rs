@@ -365,10 +365,11 @@ fn heatmap_and_daily_pool_from_the_sums_equal_the_per_row_sql() {
     );
 }
 
-/// The queue's hourly pending demand, the quota review's histogram and pending GPU-seconds and
-/// the idle report's unallocated GPUs and zombie memory, read from the rollups
-/// (`queries/queue_pending.sql`, `quota_use.sql`, `quota_limits.sql`, `idle_unallocated.sql`,
-/// `idle_zombie.sql` over `pending_buckets` / `namespace_gpus` / `unallocated_units`), against the per-row SQL they
+/// The queue's hourly pending demand (per namespace and per pod), the quota review's histogram and
+/// pending GPU-seconds and the idle report's unallocated GPUs and zombie memory, read from the
+/// rollups (`queries/queue_pending.sql`, `queue_pending_pods.sql`, `quota_use.sql`,
+/// `quota_limits.sql`, `idle_unallocated.sql`, `idle_zombie.sql` over `pending_buckets` /
+/// `pending_pod_buckets` / `namespace_gpus` / `unallocated_units`), against the per-row SQL they
 /// replaced (`benches/sql/`, every sample), over a window that starts and ends inside buckets
 /// (those days read from their samples) and over whole days (rollups only); again with the
 /// rollups gone, and for one cluster (`--cluster`). And the completeness counts kept in each
@@ -409,6 +410,12 @@ fn queue_quota_and_completeness_from_rollups_equal_the_per_row_sql() {
                 assert_eq!(got, want, "{name} over {window:?} (cluster {cluster:?}): rollups vs every row");
                 sizes.push(got.len());
             }
+            // The same demand per pod (`pending_pod_buckets`, the queue by a key of each pod).
+            let name = "queue_pending_pods";
+            let got = rows(&rolled::query::<PendingSums<true>>(&ctx, &queries, name, rollup::PENDING_POD_BUCKETS, window).await.unwrap());
+            let want = rows(&run_query(&ctx, name, &per_row(name), window_params(window)).await.unwrap());
+            assert_eq!(got, want, "{name} over {window:?} (cluster {cluster:?}): rollups vs every row");
+            assert!(got.len() > sizes[0] || got.len() + sizes[0] == 0, "per pod, finer than per namespace: {} rows vs {}", got.len(), sizes[0]);
             // The idle report's unallocated GPUs and zombie memory (`$7`, at two thresholds).
             for mem in [0.0, 1024.0] {
                 let mut params = window_params(window);

@@ -221,6 +221,7 @@ fn tables_documents_every_column() {
         "usage  (view)",
         "pod_runs  (view)",
         "daily_usage  (view)",
+        "pod_keys  (view)",
         "gpu_prices  (config table)",
         "teams_config  (config table)",
         "teams  (view)",

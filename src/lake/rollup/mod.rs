@@ -13,7 +13,9 @@
 //! - `pod_buckets` of `gpu_samples`: `gpu_buckets` per pod too (the chargeback by a key of each
 //!   pod: workload, queue, label);
 //! - `pending_buckets` of `pending_samples`: pending pod- and GPU-time per namespace, priority
-//!   class, GPU resource and bucket (the queue and quota reviews).
+//!   class, GPU resource and bucket (the queue and quota reviews);
+//! - `pending_pod_buckets` of `pending_samples`: `pending_buckets` per pod too (the queue's
+//!   pending demand by a key of each pod).
 //!
 //! Each kind is a file here (its sums or fold, its schema, name and version: a `RollupKind` and
 //! a `DayRollup`, `kind.rs`), listed once in `ROLLUPS`; a new kind is its file and a line there.
@@ -46,6 +48,7 @@ pub mod idle;
 mod kind;
 pub mod namespace_gpus;
 pub mod pending_buckets;
+pub mod pending_pod_buckets;
 pub mod pod_buckets;
 pub mod sums;
 pub mod unallocated_units;
@@ -65,8 +68,15 @@ use crate::lake::writer::WriteError;
 use kind::KEY_DAY_COUNTS;
 
 /// Every rollup, each a file of this folder: the one list of them.
-pub const ROLLUPS: [&DayRollup; 6] =
-    [&gpu_buckets::ROLLUP, &namespace_gpus::ROLLUP, &unallocated_units::ROLLUP, &idle::ROLLUP, &pod_buckets::ROLLUP, &pending_buckets::ROLLUP];
+pub const ROLLUPS: [&DayRollup; 7] = [
+    &gpu_buckets::ROLLUP,
+    &namespace_gpus::ROLLUP,
+    &unallocated_units::ROLLUP,
+    &idle::ROLLUP,
+    &pod_buckets::ROLLUP,
+    &pending_buckets::ROLLUP,
+    &pending_pod_buckets::ROLLUP,
+];
 
 /// The kinds by their files' names.
 pub const GPU_BUCKETS: Kind = gpu_buckets::KIND;
@@ -75,6 +85,7 @@ pub const UNALLOCATED_UNITS: Kind = unallocated_units::KIND;
 pub const IDLE_HOLDINGS: Kind = idle::HOLDINGS;
 pub const IDLE_STRETCHES: Kind = idle::STRETCHES;
 pub const PENDING_BUCKETS: Kind = pending_buckets::KIND;
+pub const PENDING_POD_BUCKETS: Kind = pending_pod_buckets::KIND;
 pub const POD_BUCKETS: Kind = pod_buckets::KIND;
 
 /// Every kind, in `ROLLUPS`' order.
@@ -420,6 +431,9 @@ mod list_tests {
         }
         assert_eq!(of_rollups, SOURCES.to_vec());
         let names: Vec<&str> = kinds().map(|k| k.name()).collect();
-        assert_eq!(names, ["gpu_buckets", "namespace_gpus", "unallocated_units", "idle_holdings", "idle_stretches", "pod_buckets", "pending_buckets"]);
+        assert_eq!(
+            names,
+            ["gpu_buckets", "namespace_gpus", "unallocated_units", "idle_holdings", "idle_stretches", "pod_buckets", "pending_buckets", "pending_pod_buckets"]
+        );
     }
 }

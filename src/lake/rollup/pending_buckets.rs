@@ -1,6 +1,8 @@
 //! The `pending_buckets` rollup: `pending_samples` per cluster, namespace, priority class, GPU
 //! resource and 15-minute bucket: pending pod-microseconds and GPU-microseconds (the queue's
-//! hourly demand and the quota review's pending GPU-seconds).
+//! hourly demand and the quota review's pending GPU-seconds). The same sums one level finer, per
+//! pod too (`PendingSums<true>`), are the `pending_pod_buckets` rollup
+//! (`pending_pod_buckets.rs`): the queue's pending demand by a key of each pod.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -11,7 +13,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 use super::kind::{DayRollup, Kind, RollupKind};
 use super::sums::{bucket_of, cluster_id, columns_of, dict, ids, labels, names, rank, typed, whole_day, BucketError, DaySums};
-use crate::lake::intern::{row_id, Interner};
+use crate::lake::intern::{row_id, Interner, NULL_ID};
 use crate::lake::schema::{label_type, ts_type, Table};
 
 pub const KIND: Kind = &RollupKind {
@@ -29,16 +31,20 @@ pub const ROLLUP: DayRollup = DayRollup { kinds: &[KIND], columns: columns_of::<
 struct PendingKey {
     cluster: u32,
     ns: u32,
+    /// The pod's id in the per-pod sums (`POD`), else always `NULL_ID`.
+    pod: u32,
     pc: u32,
     resource: u32,
     bucket: i64,
 }
 
-/// `pending_samples` summed per cluster, namespace, priority class, GPU resource and bucket.
+/// `pending_samples` summed per cluster, namespace, priority class, GPU resource and bucket;
+/// with `POD`, per pod too (the `pending_pod_buckets` rollup).
 #[derive(Default)]
-pub struct PendingSums {
+pub struct PendingSums<const POD: bool = false> {
     groups: HashMap<PendingKey, [i64; 3]>,
-    rows: u64,
+    /// Pending rows folded in.
+    pub rows: u64,
 }
 
 /// A pending row's GPU-microseconds asked for: its GPUs (a HAMi pod's vGPUs, each its
@@ -67,13 +73,42 @@ pub fn pending_schema() -> SchemaRef {
     ]))
 }
 
-impl DaySums for PendingSums {
+/// `pending_schema()` with the pod after the namespace: the `pending_pod_buckets` rollup's.
+pub fn pending_pod_schema() -> SchemaRef {
+    let mut fields: Vec<Arc<Field>> = pending_schema().fields().iter().cloned().collect();
+    fields.insert(2, Arc::new(Field::new("pod", label_type(), true)));
+    Arc::new(Schema::new(fields))
+}
+
+/// The `pending_samples` columns the sums read (the pod's too with `POD`).
+pub const COLUMNS: [&str; 8] = ["ts", "step_s", "cluster", "namespace", "priority_class", "gpu_resource", "gpu_request", "gpu_share_pct"];
+
+impl DaySums for PendingSums<false> {
     const KIND: Kind = KIND;
-    const COLUMNS: &'static [&'static str] = &["ts", "step_s", "cluster", "namespace", "priority_class", "gpu_resource", "gpu_request", "gpu_share_pct"];
+    const COLUMNS: &'static [&'static str] = &COLUMNS;
 
     fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
+        PendingSums::add(self, strings, path, b, start_ms, end_ms)
+    }
+
+    fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn finish(parts: &[Self], strings: &Interner) -> RecordBatch {
+        PendingSums::finish(parts, strings)
+    }
+}
+
+impl<const POD: bool> PendingSums<POD> {
+    /// Folds the rows of `b` (from `path`, for messages) with `ts` in `[start_ms, end_ms)`.
+    pub fn add(&mut self, strings: &Mutex<Interner>, path: &Path, b: &RecordBatch, start_ms: i64, end_ms: i64) -> Result<(), BucketError> {
         let (cluster, ns, pc, res) = (dict(b, path, "cluster")?, dict(b, path, "namespace")?, dict(b, path, "priority_class")?, dict(b, path, "gpu_resource")?);
-        let (m, default) = ids(strings, &[&cluster, &ns, &pc, &res]);
+        let pod = if POD { Some(dict(b, path, "pod")?) } else { None };
+        let (m, default) = match &pod {
+            Some(pod) => ids(strings, &[&cluster, &ns, &pc, &res, pod]),
+            None => ids(strings, &[&cluster, &ns, &pc, &res]),
+        };
         let ts = typed::<TimestampMillisecondArray>(b, path, "ts")?;
         let step = typed::<Int32Array>(b, path, "step_s")?;
         let request = typed::<Int32Array>(b, path, "gpu_request")?;
@@ -87,6 +122,7 @@ impl DaySums for PendingSums {
             let key = PendingKey {
                 cluster: cluster_id(&cluster, &m[0], i, default),
                 ns: row_id(&ns, &m[1], i),
+                pod: pod.as_ref().map_or(NULL_ID, |p| row_id(p, &m[4], i)),
                 pc: row_id(&pc, &m[2], i),
                 resource: row_id(&res, &m[3], i),
                 bucket: bucket_of(t),
@@ -100,11 +136,9 @@ impl DaySums for PendingSums {
         Ok(())
     }
 
-    fn rows(&self) -> u64 {
-        self.rows
-    }
-
-    fn finish(parts: &[Self], strings: &Interner) -> RecordBatch {
+    /// The groups of `parts` (folded from disjoint days) as one batch of `pending_schema()` (with
+    /// `POD`, `pending_pod_schema()`), sorted by the labels' text, then the bucket.
+    pub fn finish(parts: &[Self], strings: &Interner) -> RecordBatch {
         let mut all: BTreeMap<PendingKey, [i64; 3]> = BTreeMap::new();
         for p in parts {
             for (k, v) in &p.groups {
@@ -114,9 +148,9 @@ impl DaySums for PendingSums {
         }
         let r = rank(strings);
         let mut rows: Vec<(PendingKey, [i64; 3])> = all.into_iter().collect();
-        rows.sort_by_key(|(k, _)| (r(k.cluster), r(k.ns), r(k.pc), r(k.resource), k.bucket));
+        rows.sort_by_key(|(k, _)| (r(k.cluster), r(k.ns), r(k.pod), r(k.pc), r(k.resource), k.bucket));
         let names = names(strings);
-        let columns: Vec<ArrayRef> = vec![
+        let mut columns: Vec<ArrayRef> = vec![
             labels(&names, rows.iter().map(|(k, _)| k.cluster)),
             labels(&names, rows.iter().map(|(k, _)| k.ns)),
             labels(&names, rows.iter().map(|(k, _)| k.pc)),
@@ -126,6 +160,10 @@ impl DaySums for PendingSums {
             Arc::new(rows.iter().map(|(_, v)| v[1]).collect::<Int64Array>()),
             Arc::new(rows.iter().map(|(_, v)| v[2]).collect::<Int64Array>()),
         ];
+        if POD {
+            columns.insert(2, labels(&names, rows.iter().map(|(k, _)| k.pod)));
+            return RecordBatch::try_new(pending_pod_schema(), columns).expect("pending pod columns match their schema");
+        }
         RecordBatch::try_new(pending_schema(), columns).expect("pending columns match their schema")
     }
 }
@@ -137,6 +175,6 @@ impl PartialOrd for PendingKey {
 }
 impl Ord for PendingKey {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.cluster, self.ns, self.pc, self.resource, self.bucket).cmp(&(o.cluster, o.ns, o.pc, o.resource, o.bucket))
+        (self.cluster, self.ns, self.pod, self.pc, self.resource, self.bucket).cmp(&(o.cluster, o.ns, o.pod, o.pc, o.resource, o.bucket))
     }
 }

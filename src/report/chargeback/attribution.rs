@@ -11,7 +11,7 @@
 //! - The rest of a namespace's row (GPU time charged by request where no sample measured it,
 //!   CPU and memory) goes to its pods' keys in proportion to their requests that day
 //!   (`pod_run_days`: GPU, core and GiB request x running time), by the largest remainder.
-//! - A pod with no value for the key (`queries/pod_keys.sql`) is `__unattributed__`; a
+//! - A pod with no value for the key (`queries/pod_key_values.sql`) is `__unattributed__`; a
 //!   namespace's share of a spread (idle, shared namespaces) follows its keys' costs.
 
 use std::collections::{BTreeMap, HashMap};
@@ -58,7 +58,7 @@ pub struct Attribution {
 /// A day's pods' requests per key: GPU, CPU core and memory GiB request x running time.
 type Requests = BTreeMap<String, [i128; 3]>;
 
-/// `by`'s name and key as `queries/pod_keys.sql` takes them.
+/// `by`'s name and key as `queries/pod_key_values.sql` takes them.
 fn key_params(by: &ChargeBy) -> Result<(&'static str, String)> {
     Ok(match by {
         ChargeBy::Workload => ("workload", String::new()),
@@ -71,7 +71,7 @@ fn key_params(by: &ChargeBy) -> Result<(&'static str, String)> {
     })
 }
 
-/// Each GPU pod's value of a key of its own (`queries/pod_keys.sql`), by (cluster, namespace,
+/// Each GPU pod's value of a key of its own (`queries/pod_key_values.sql`), by (cluster, namespace,
 /// pod); a pod with none is absent. By workload, how a pod's workload was inferred where it was.
 #[derive(Debug, Default)]
 pub struct PodValues {
@@ -85,7 +85,7 @@ pub async fn pod_values(ctx: &SessionContext, queries: &Queries, window: &Window
     let mut params = window_params(window);
     params.extend([str_param(kind), str_param(key)]);
     let mut out = PodValues::default();
-    for b in &run_query(ctx, "pod_keys", &queries.get("pod_keys")?, params).await? {
+    for b in &run_query(ctx, "pod_key_values", &queries.get("pod_key_values")?, params).await? {
         let (c, ns, pod, value, inferred) =
             (strs(R, b, "cluster")?, strs(R, b, "namespace")?, strs(R, b, "pod")?, strs(R, b, "value")?, strs(R, b, "inferred")?);
         for i in 0..b.num_rows() {
