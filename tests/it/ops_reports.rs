@@ -74,7 +74,7 @@ fn queue_by_workload_and_queue_equals_the_simulated_pods() {
     use std::collections::{BTreeMap, BTreeSet};
     let f = fixture();
     let sim = simulation();
-    let owners = gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms());
+    let owners = owners();
     let (ws, we) = sim.params.window_ms();
     let step = sim.params.step_s as i64 * 1000;
     let lake = f.tmp.path().join("d/lake");
@@ -83,8 +83,7 @@ fn queue_by_workload_and_queue_equals_the_simulated_pods() {
     let by_ns_pending: f64 = by_ns.iter().map(|r| num(&r["avg_pending_gpus"])).sum();
     for by in ["workload", "queue"] {
         let value_of = |o: &gpuledger::simulate::owners::Ownership| -> String {
-            let label = |key: &str| o.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
-            let v = if by == "workload" { Some(o.workload_key()) } else { label("kueue.x-k8s.io/local-queue-name").or_else(|| label("volcano.sh/queue-name")) };
+            let v = if by == "workload" { Some(o.workload_key()) } else { queue_of(o) };
             v.unwrap_or_else(|| "__unattributed__".into())
         };
         let out = f.tmp.path().join(format!("queue-by-{by}"));
@@ -95,7 +94,7 @@ fn queue_by_workload_and_queue_equals_the_simulated_pods() {
         let section = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap()).unwrap() };
         // The simulated pods created in the month, by value and priority class.
         let mut truth: BTreeMap<(String, String), (Vec<i64>, i64, BTreeSet<String>)> = BTreeMap::new();
-        for (p, o) in sim.schedule.pods.iter().zip(&owners).filter(|(p, _)| p.created >= ws && p.created < we) {
+        for (p, o) in sim.schedule.pods.iter().zip(owners).filter(|(p, _)| p.created >= ws && p.created < we) {
             let e = truth.entry((value_of(o), p.priority.class_name().to_string())).or_default();
             match p.scheduled {
                 Some(s) => e.0.push(s - p.created),
@@ -176,7 +175,7 @@ fn events_by_workload_equal_the_simulated_pods() {
     use std::collections::{BTreeMap, BTreeSet};
     let f = fixture();
     let sim = simulation();
-    let owners = gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms());
+    let owners = owners();
     let (ws, we) = sim.params.window_ms();
     let lake = f.tmp.path().join("d/lake");
     let e: Value = serde_json::from_str(&common::stdout(&common::run_ok(
@@ -185,7 +184,7 @@ fn events_by_workload_equal_the_simulated_pods() {
     )))
     .unwrap();
     let mut truth: BTreeMap<(String, String), ([i64; 4], BTreeSet<String>)> = BTreeMap::new();
-    for (p, o) in sim.schedule.pods.iter().zip(&owners).filter(|(p, _)| p.finished.is_some_and(|t| t >= ws && t < we)) {
+    for (p, o) in sim.schedule.pods.iter().zip(owners).filter(|(p, _)| p.finished.is_some_and(|t| t >= ws && t < we)) {
         let g = truth.entry((o.workload_key(), p.priority.class_name().to_string())).or_default();
         g.0[0] += 1;
         for (k, reason) in ["OOMKilled", "Error", "Preempted"].iter().enumerate() {
@@ -219,7 +218,7 @@ fn the_pod_keys_view_names_each_simulated_pods_workload_and_queues() {
     use std::collections::BTreeMap;
     let f = fixture();
     let sim = simulation();
-    let owners = gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms());
+    let owners = owners();
     let (ws, we) = sim.params.window_ms();
     let lake = f.tmp.path().join("d/lake");
     let sql = "SELECT namespace, pod, workload, queue, cluster_queue FROM pod_keys ORDER BY namespace, pod";
@@ -229,10 +228,9 @@ fn the_pod_keys_view_names_each_simulated_pods_workload_and_queues() {
         rows.into_iter().map(|r| ((r[0].clone(), r[1].clone()), (r[2].clone(), r[3].clone(), r[4].clone()))).collect();
     // Each name's latest pod (pods created up to the month's end), as the reports resolve a name.
     let mut want: BTreeMap<(String, String), (i64, (String, String, String))> = BTreeMap::new();
-    for (p, o) in sim.schedule.pods.iter().zip(&owners).filter(|(p, _)| p.created < we) {
-        let label = |key: &str| o.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
-        let queue = label("kueue.x-k8s.io/local-queue-name").or_else(|| label("volcano.sh/queue-name")).unwrap_or_default();
-        let keys = (o.workload_key(), queue, label("kueue.x-k8s.io/cluster-queue-name").unwrap_or_default());
+    for (p, o) in sim.schedule.pods.iter().zip(owners).filter(|(p, _)| p.created < we) {
+        let cluster_queue = o.labels.iter().find(|(k, _)| *k == "kueue.x-k8s.io/cluster-queue-name").map(|(_, v)| v.clone());
+        let keys = (o.workload_key(), queue_of(o).unwrap_or_default(), cluster_queue.unwrap_or_default());
         let e = want.entry((sim.namespaces[p.ns].name.to_string(), p.name.clone())).or_insert((p.created, keys.clone()));
         if p.created >= e.0 {
             *e = (p.created, keys);
@@ -369,6 +367,21 @@ fn simulation() -> &'static gpuledger::simulate::Simulation {
     })
 }
 
+/// Who owns each simulated pod and its labels (the simulator's truth), in `schedule.pods`' order.
+fn owners() -> &'static [gpuledger::simulate::owners::Ownership] {
+    static O: OnceLock<Vec<gpuledger::simulate::owners::Ownership>> = OnceLock::new();
+    O.get_or_init(|| {
+        let sim = simulation();
+        gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms())
+    })
+}
+
+/// A pod's queue as `--by queue` resolves it: its Kueue LocalQueue label, else its Volcano queue.
+fn queue_of(o: &gpuledger::simulate::owners::Ownership) -> Option<String> {
+    let label = |key: &str| o.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone());
+    label("kueue.x-k8s.io/local-queue-name").or_else(|| label("volcano.sh/queue-name"))
+}
+
 /// Sampled GPU-hours per (namespace, pod name) of the pods with `behavior`, on the 30 s grid
 /// of October (a row stands for [ts, ts + 30 s) and belongs to the pod holding it at ts),
 /// counting only unbroken holdings of a unit of at least `min_steps` steps.
@@ -420,9 +433,9 @@ fn idle_by_workload_holds_each_planted_idle_pod_under_its_workload() {
     let section = |name: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap()).unwrap() };
     let (pods, by_key, by_ns) = (section("idle"), section("idle_by_key"), section("idle_namespaces"));
     let sim = simulation();
-    let owners = gpuledger::simulate::owners::all(&sim.namespaces, &sim.schedule.pods, sim.params.window_ms());
+    let owners = owners();
     let workload_of: std::collections::BTreeMap<(String, String), String> =
-        sim.schedule.pods.iter().zip(&owners).map(|(p, o)| ((sim.namespaces[p.ns].name.to_string(), p.name.clone()), o.workload_key())).collect();
+        sim.schedule.pods.iter().zip(owners).map(|(p, o)| ((sim.namespaces[p.ns].name.to_string(), p.name.clone()), o.workload_key())).collect();
     let rows = pods["rows"].as_array().unwrap();
     let keyed: std::collections::BTreeMap<String, f64> =
         by_key["rows"].as_array().unwrap().iter().map(|r| (r["workload"].as_str().unwrap().to_string(), num(&r["idle_gpu_hours"]))).collect();
