@@ -1,13 +1,9 @@
--- Pods that ended badly in the window [$1, $2): OOM kills, crashes (Error), preemptions and
--- evictions, and the GPU time those pods had run (work lost), per cluster, namespace, pod name and
--- priority class. src/report/events.rs adds each pod's counts to its namespace's (or, by a key of
--- each pod, `--by workload`, `queue`, ..., to its value's).
+-- Pods that ended badly in the window [$1, $2), by namespace and priority class: OOM kills,
+-- crashes (Error), preemptions and evictions, and the GPU time those pods had run (work lost).
 --   $1, $2  window start and end (TIMESTAMP, UTC), half-open; events count when the pod finished
 --   $4      last `date` partition of the window (pods are partitioned by their creation day)
 SELECT
-  COALESCE(CAST(p.cluster AS VARCHAR), 'default')                                   AS cluster,
   CAST(p.namespace AS VARCHAR)                                                      AS namespace,
-  p.pod                                                                             AS pod,
   COALESCE(CAST(p.priority_class AS VARCHAR), '')                                   AS priority_class,
   COUNT(*)                                                                          AS pods_finished,
   SUM(CASE WHEN CAST(p.termination_reason AS VARCHAR) = 'OOMKilled' THEN 1 ELSE 0 END) AS oom_killed,
@@ -20,5 +16,5 @@ SELECT
 FROM pods p
 WHERE p.date <= $4
   AND p.finished >= $1 AND p.finished < $2
-GROUP BY 1, 2, 3, 4
-ORDER BY 1, 2, 3, 4
+GROUP BY 1, 2
+ORDER BY 1, 2

@@ -20,6 +20,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("mixed_nodes", include_str!("../queries/mixed_nodes.sql")),
     ("gaps", include_str!("../queries/gaps.sql")),
     ("events", include_str!("../queries/events.sql")),
+    ("events_pods", include_str!("../queries/events_pods.sql")),
     ("heatmap", include_str!("../queries/heatmap.sql")),
     ("node_use", include_str!("../queries/node_use.sql")),
     ("inventory", include_str!("../queries/inventory.sql")),

@@ -32,16 +32,20 @@ struct Counts {
 
 pub async fn build(ctx: &SessionContext, queries: &Queries, window: &Window, by: &ChargeBy) -> Result<Report> {
     let grouping = Grouping::of(ctx, queries, window, by).await?;
-    let batches = run_query(ctx, R, &queries.get(R)?, window_params(window)).await?;
-    // Each pod's counts added to its group's (its namespace, or its value of the key).
+    let name = if grouping.per_pod() { "events_pods" } else { R };
+    let batches = run_query(ctx, name, &queries.get(name)?, window_params(window)).await?;
+    // By (group, priority class); by namespace the query's rows are the groups, in its order.
     let mut groups: BTreeMap<(String, String), Counts> = BTreeMap::new();
     let (mut pods_keyed, mut pods_unkeyed) = (0i64, 0i64);
     for b in &batches {
-        let ns = strs(R, b, "namespace")?;
-        let pc = strs(R, b, "priority_class")?;
-        let counts: Vec<Vec<Option<i64>>> = COUNTS.iter().map(|c| ints(R, b, c)).collect::<Result<_>>()?;
-        let lost = ints(R, b, "lost_gpu_us")?;
-        let (cluster, pod) = (strs(R, b, "cluster")?, strs(R, b, "pod")?);
+        let ns = strs(name, b, "namespace")?;
+        let pc = strs(name, b, "priority_class")?;
+        let counts: Vec<Vec<Option<i64>>> = COUNTS.iter().map(|c| ints(name, b, c)).collect::<Result<_>>()?;
+        let lost = ints(name, b, "lost_gpu_us")?;
+        let (cluster, pod) = match grouping.per_pod() {
+            true => (strs(name, b, "cluster")?, strs(name, b, "pod")?),
+            false => (vec![None; b.num_rows()], vec![None; b.num_rows()]),
+        };
         for i in 0..b.num_rows() {
             let ns = ns[i].clone().unwrap_or_default();
             let (group, keyed) = grouping.group(cluster[i].as_deref().unwrap_or_default(), &ns, pod[i].as_deref().unwrap_or_default());
